@@ -1,0 +1,443 @@
+"""The fleet file: a TOML list of clusters, validated into typed models.
+
+Passwords are never written in the fleet file. A cluster names an environment
+variable (``sasl_password_env``) or relies on ``.streamlit/secrets.toml``
+(``[passwords] <cluster name> = "..."``); the secret is resolved on demand and
+never appears in a repr, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+DEFAULT_SECRETS_FILE = ".streamlit/secrets.toml"
+_INLINE_SECRET_KEYS = {
+    "password",
+    "sasl_password",
+    "sasl.password",
+    "ssl_key_password",
+    "ssl.key.password",
+    "ssl_keystore_password",
+    "ssl.keystore.password",
+    "secret",
+}
+
+
+class FleetConfigError(ValueError):
+    """A fleet file that cannot be used; the message names the file, line, cluster and key."""
+
+
+class Secret:
+    """A string that never shows itself in repr or str."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """Return the secret value; only for handing to a client library."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ZooKeeperConfig(_Strict):
+    """Where a ZooKeeper-mode cluster registers (KIP-78 ``/cluster/id``)."""
+
+    connect: str = Field(min_length=1)
+    chroot: str = ""
+    timeout_s: float = Field(default=5.0, gt=0)
+
+    @field_validator("chroot")
+    @classmethod
+    def _chroot_is_absolute(cls, value: str) -> str:
+        if value and (not value.startswith("/") or value.endswith("/")):
+            raise ValueError("chroot must start with '/' and not end with '/', e.g. \"/kafka\"")
+        return value
+
+    @property
+    def connect_string(self) -> str:
+        """The connect string with the chroot appended, as kazoo takes it."""
+        return f"{self.connect}{self.chroot}"
+
+
+@dataclass(frozen=True)
+class SecuritySettings:
+    """The security part of a cluster, grouped for the probe and the admin client."""
+
+    protocol: str
+    sasl_mechanism: str | None
+    username: str | None
+    password_env: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
+
+
+class ClusterConfig(_Strict):
+    """One cluster of the fleet."""
+
+    name: str = Field(min_length=1, max_length=100)
+    bootstrap_servers: list[str] = Field(min_length=1)
+    tags: dict[str, str] = Field(default_factory=dict)
+    zookeeper: ZooKeeperConfig | None = None
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password_env: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password_env: str | None = None
+    ssl_check_hostname: bool = True
+
+    _password: Secret | None = PrivateAttr(default=None)
+    _ssl_key_password: Secret | None = PrivateAttr(default=None)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_simple(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+            raise ValueError("name may hold letters, digits, '.', '_' and '-' only")
+        return value
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split_bootstrap(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_port(cls, value: list[str]) -> list[str]:
+        for server in value:
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{server!r} is not host:port")
+        return value
+
+    def combination_problems(self) -> list[tuple[str, str]]:
+        """(key, problem) pairs for settings that are valid alone but not together."""
+        problems: list[tuple[str, str]] = []
+        if self.uses_sasl and not self.sasl_mechanism:
+            problems.append(("sasl_mechanism", f"required with security_protocol {self.security_protocol}"))
+        if self.uses_sasl and not self.sasl_username:
+            problems.append(("sasl_username", f"required with security_protocol {self.security_protocol}"))
+        if not self.uses_sasl:
+            for key in ("sasl_mechanism", "sasl_username", "sasl_password_env"):
+                if getattr(self, key):
+                    problems.append((key, "needs security_protocol SASL_PLAINTEXT or SASL_SSL"))
+        if not self.uses_tls:
+            for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                if getattr(self, key):
+                    problems.append((key, "needs security_protocol SSL or SASL_SSL"))
+        if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
+            problems.append(("ssl_keyfile" if self.ssl_certfile else "ssl_certfile", "ssl_certfile and ssl_keyfile go together"))
+        return problems
+
+    def __repr__(self) -> str:
+        return f"ClusterConfig(name={self.name!r}, bootstrap_servers={self.bootstrap_servers!r}, security_protocol={self.security_protocol!r})"
+
+    __str__ = __repr__
+
+    @property
+    def uses_sasl(self) -> bool:
+        """Whether the cluster authenticates with SASL."""
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether the connection is wrapped in TLS."""
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def security(self) -> SecuritySettings:
+        """The security settings grouped in one value."""
+        return SecuritySettings(
+            protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            username=self.sasl_username,
+            password_env=self.sasl_password_env,
+            ssl_cafile=self.ssl_cafile,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
+        )
+
+    def password(self) -> str | None:
+        """The SASL password, resolved from the environment or secrets.toml."""
+        return self._password.reveal() if self._password else None
+
+    def ssl_key_password(self) -> str | None:
+        """The password of the client key, if any."""
+        return self._ssl_key_password.reveal() if self._ssl_key_password else None
+
+    def librdkafka_config(self, request_timeout_s: float = 10.0) -> dict[str, Any]:
+        """The confluent-kafka configuration for this cluster (holds the secret: never log it)."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": ",".join(self.bootstrap_servers),
+            "security.protocol": self.security_protocol,
+            "socket.timeout.ms": int(request_timeout_s * 1000),
+            "socket.connection.setup.timeout.ms": int(request_timeout_s * 1000),
+        }
+        if self.uses_sasl:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.username"] = self.sasl_username
+            conf["sasl.password"] = self.password() or ""
+        if self.uses_tls:
+            if self.ssl_cafile:
+                conf["ssl.ca.location"] = self.ssl_cafile
+            if self.ssl_certfile:
+                conf["ssl.certificate.location"] = self.ssl_certfile
+                conf["ssl.key.location"] = self.ssl_keyfile
+            if self.ssl_key_password():
+                conf["ssl.key.password"] = self.ssl_key_password()
+            if not self.ssl_check_hostname:
+                conf["ssl.endpoint.identification.algorithm"] = "none"
+        return conf
+
+
+class Settings(_Strict):
+    """Fleet-wide settings."""
+
+    poll_interval_s: float = Field(default=30.0, gt=0)
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    poll_deadline_s: float = Field(default=30.0, gt=0)
+    lake_path: str = "./lake"
+    spark_master: str = "local[*]"
+    retention_days: int = Field(default=30, ge=1)
+    secrets_file: str = DEFAULT_SECRETS_FILE
+
+
+class Fleet(_Strict):
+    """The whole fleet file."""
+
+    settings: Settings = Field(default_factory=Settings)
+    clusters: list[ClusterConfig] = Field(default_factory=list)
+    source: str = ""
+
+    def cluster(self, name: str) -> ClusterConfig:
+        """The cluster with this name."""
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(name)
+
+
+def load_fleet(path: str | os.PathLike[str], secrets_path: str | os.PathLike[str] | None = None) -> Fleet:
+    """Read, validate and resolve secrets for a fleet file; raise FleetConfigError naming file, line and key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FleetConfigError(f"{path}: cannot read the fleet file: {exc.strerror}") from None
+    return parse_fleet(text, source=str(path), secrets_path=secrets_path)
+
+
+def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.PathLike[str] | None = None) -> Fleet:
+    """Validate fleet-file text; see load_fleet."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # The decoder's message holds line and column, never values.
+        raise FleetConfigError(f"{source}: not valid TOML: {exc}") from None
+    lines = _KeyLines(text)
+    clusters_raw = raw.get("clusters", [])
+    if not isinstance(clusters_raw, list):
+        raise FleetConfigError(f"{source}:{lines.find(None, 'clusters')}: key 'clusters' must be [[clusters]] tables")
+    for index, cluster_raw in enumerate(clusters_raw):
+        if isinstance(cluster_raw, dict):
+            _refuse_inline_secrets(cluster_raw, index, source, lines)
+    _refuse_inline_secrets({k: v for k, v in raw.items() if k != "clusters"}, None, source, lines)
+
+    try:
+        fleet = Fleet.model_validate({**raw, "source": source})
+    except ValidationError as exc:
+        raise FleetConfigError(_describe(exc, raw, source, lines)) from None
+
+    seen: dict[str, int] = {}
+    for index, cluster in enumerate(fleet.clusters):
+        if cluster.name in seen:
+            line = lines.find(index, "name")
+            raise FleetConfigError(
+                f"{source}:{line}: cluster '{cluster.name}': key 'name': duplicate cluster name "
+                f"(first defined in cluster #{seen[cluster.name] + 1})"
+            )
+        seen[cluster.name] = index
+        for key, problem in cluster.combination_problems():
+            raise FleetConfigError(f"{source}:{lines.find(index, key)}: cluster '{cluster.name}': key '{key}': {problem}")
+
+    secrets = _read_secrets(secrets_path if secrets_path is not None else fleet.settings.secrets_file, source)
+    for index, cluster in enumerate(fleet.clusters):
+        _resolve_secrets(cluster, secrets, index, source, lines)
+    return fleet
+
+
+def _refuse_inline_secrets(table: dict[str, Any], index: int | None, source: str, lines: _KeyLines) -> None:
+    where = f"cluster '{table.get('name', f'#{index + 1}')}'" if index is not None else "settings"
+    for key, value in _walk(table):
+        leaf = key.rsplit(".", 1)[-1].lower()
+        if leaf in _INLINE_SECRET_KEYS or key.lower() in _INLINE_SECRET_KEYS:
+            line = lines.find(index, key)
+            raise FleetConfigError(
+                f"{source}:{line}: {where}: key '{key}': passwords are never written in the fleet file; "
+                "name an environment variable with sasl_password_env, or put it in .streamlit/secrets.toml "
+                "under [passwords]"
+            )
+
+
+def _walk(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key, value in table.items():
+        dotted = f"{prefix}{key}"
+        items.append((dotted, value))
+        if isinstance(value, dict):
+            items.extend(_walk(value, dotted + "."))
+    return items
+
+
+def _describe(exc: ValidationError, raw: dict[str, Any], source: str, lines: _KeyLines) -> str:
+    messages = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = [str(part) for part in error["loc"]]
+        index: int | None = None
+        where = "settings"
+        key_parts = loc
+        if loc and loc[0] == "clusters" and len(loc) > 1 and loc[1].isdigit():
+            index = int(loc[1])
+            cluster_raw = raw.get("clusters", [])[index]
+            name = cluster_raw.get("name") if isinstance(cluster_raw, dict) else None
+            where = f"cluster '{name}'" if name else f"cluster #{index + 1}"
+            key_parts = loc[2:]
+        elif loc and loc[0] == "settings":
+            key_parts = loc[1:]
+        key = ".".join(key_parts) if key_parts else "(table)"
+        text = error["msg"]
+        if error["type"] == "extra_forbidden":
+            text = "unknown key"
+        elif error["type"] == "literal_error":
+            text = f"{text} (got {_shown_value(raw, loc)!r})"
+        line = lines.find(index, key) if key_parts else lines.cluster_start(index)
+        messages.append(f"{source}:{line}: {where}: key '{key}': {text}")
+    return "; ".join(messages)
+
+
+def _shown_value(raw: Any, loc: list[str]) -> Any:
+    node = raw
+    for part in loc:
+        if isinstance(node, list) and part.isdigit():
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def _read_secrets(path: str | os.PathLike[str], source: str) -> dict[str, str]:
+    secrets_file = Path(path)
+    if not secrets_file.is_file():
+        return {}
+    try:
+        data = tomllib.loads(secrets_file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise FleetConfigError(f"{secrets_file}: not valid TOML: {exc}") from None
+    passwords = data.get("passwords", {})
+    if not isinstance(passwords, dict):
+        raise FleetConfigError(f"{secrets_file}: key 'passwords' must be a table of cluster name = password")
+    return {str(k): str(v) for k, v in passwords.items()}
+
+
+def _resolve_secrets(cluster: ClusterConfig, secrets: dict[str, str], index: int, source: str, lines: _KeyLines) -> None:
+    if cluster.uses_sasl:
+        value = None
+        if cluster.sasl_password_env:
+            value = os.environ.get(cluster.sasl_password_env)
+        if value is None:
+            value = secrets.get(cluster.name)
+        if value is None:
+            hint = f"environment variable {cluster.sasl_password_env} is not set and " if cluster.sasl_password_env else ""
+            line = lines.find(index, "sasl_password_env") if cluster.sasl_password_env else lines.cluster_start(index)
+            raise FleetConfigError(
+                f"{source}:{line}: cluster '{cluster.name}': key 'sasl_password_env': no password found: "
+                f"{hint}.streamlit/secrets.toml has no [passwords] entry '{cluster.name}'"
+            )
+        cluster._password = Secret(value)
+    if cluster.ssl_key_password_env:
+        key_password = os.environ.get(cluster.ssl_key_password_env)
+        if key_password is None:
+            line = lines.find(index, "ssl_key_password_env")
+            raise FleetConfigError(
+                f"{source}:{line}: cluster '{cluster.name}': key 'ssl_key_password_env': "
+                f"environment variable {cluster.ssl_key_password_env} is not set"
+            )
+        cluster._ssl_key_password = Secret(key_password)
+
+
+class _KeyLines:
+    """Finds the line of a key in TOML text, per [[clusters]] table, for error messages."""
+
+    _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
+    _KEY = re.compile(r"^\s*([A-Za-z0-9_.\"-]+)\s*=")
+
+    def __init__(self, text: str) -> None:
+        self._entries: list[tuple[int | None, str, int]] = []
+        self._starts: dict[int, int] = {}
+        cluster: int | None = None
+        table = ""
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            header = self._HEADER.match(line)
+            if header:
+                name = header.group(1).replace('"', "")
+                if line.lstrip().startswith("[[") and name == "clusters":
+                    cluster = 0 if cluster is None else cluster + 1
+                    self._starts[cluster] = lineno
+                    table = ""
+                elif name.startswith("clusters."):
+                    table = name[len("clusters.") :]
+                else:
+                    cluster, table = None, name
+                continue
+            key = self._KEY.match(line)
+            if key:
+                dotted = key.group(1).replace('"', "")
+                full = f"{table}.{dotted}" if table else dotted
+                self._entries.append((cluster, full, lineno))
+                inline = re.findall(r"([A-Za-z0-9_-]+)\s*=", line.split("=", 1)[1])
+                for sub in inline:
+                    self._entries.append((cluster, f"{full}.{sub}", lineno))
+
+    def find(self, cluster: int | None, key: str) -> int | str:
+        """The line of key in the given cluster table (or top level), else the table's first line."""
+        wanted = key.removeprefix("settings.")
+        for entry_cluster, entry_key, lineno in self._entries:
+            if entry_cluster == cluster and entry_key.removeprefix("settings.") == wanted:
+                return lineno
+        for entry_cluster, entry_key, lineno in self._entries:
+            if entry_cluster == cluster and wanted.startswith(entry_key + "."):
+                return lineno
+        return self.cluster_start(cluster)
+
+    def cluster_start(self, cluster: int | None) -> int | str:
+        """The line of the cluster's [[clusters]] header, or '?' when unknown."""
+        if cluster is None:
+            return "?"
+        return self._starts.get(cluster, "?")
