@@ -1,0 +1,362 @@
+"""Readers that turn each config source into raw items for validation.
+
+Every reader returns ``RawItem``s: either raw JSON text (sink, topic) or a record dict built in
+the KIP-1324 snapshot shape (Java logs, .properties), plus the source position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from backend.configs.known_keys import known_type
+
+_NAMESPACE = uuid.UUID("6f6c2b8e-6f5e-4b8a-9d0c-4b1f2f8b7c11")
+
+
+@dataclass(frozen=True)
+class RawItem:
+    """One record from a source: raw JSON bytes/text, or an already-built record dict."""
+
+    position: str
+    raw: bytes | str | None = None
+    record: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------- PushConfig sink (JSONL)
+
+SINK_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
+def read_sink(sink_dir: str | Path, state: dict[str, Any]) -> tuple[list[RawItem], dict[str, Any]]:
+    """Read complete new lines from every sink file; a partial last line waits for next time.
+
+    ``state`` maps a file's path relative to ``sink_dir`` to ``{"offset": bytes, "line": n}``;
+    the returned state is to be saved only after the items are safely in the lake.
+    """
+    root = Path(sink_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"sink directory {root} does not exist")
+    new_state = {k: dict(v) for k, v in state.items()}
+    items: list[RawItem] = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if path.name.startswith(".") or not path.name.endswith(SINK_SUFFIXES):
+            continue
+        progress = new_state.get(rel, {"offset": 0, "line": 0})
+        size = path.stat().st_size
+        if size < progress["offset"]:  # truncated or replaced: start again
+            progress = {"offset": 0, "line": 0}
+        with path.open("rb") as src:
+            src.seek(progress["offset"])
+            data = src.read()
+        end = data.rfind(b"\n")
+        if end < 0:
+            new_state[rel] = progress
+            continue
+        line_no = progress["line"]
+        for line in data[: end + 1].split(b"\n")[:-1]:
+            line_no += 1
+            if line.strip():
+                items.append(RawItem(position=f"{rel}:{line_no}", raw=line.rstrip(b"\r")))
+        new_state[rel] = {"offset": progress["offset"] + end + 1, "line": line_no}
+    return items, new_state
+
+
+# ---------------------------------------------------------------- Kafka topic
+
+
+def topic_state_name(topic: str, bootstrap: str) -> str:
+    """File name for a topic's saved offsets (one per topic and bootstrap list)."""
+    digest = hashlib.sha256(f"{bootstrap}|{topic}".encode()).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", topic)
+    return f"topic-{safe}-{digest}"
+
+
+def read_topic(
+    topic: str,
+    bootstrap: str,
+    state: dict[str, Any],
+    timeout_s: float = 10.0,
+    extra_config: dict[str, Any] | None = None,
+    max_messages: int = 1_000_000,
+) -> tuple[list[RawItem], dict[str, Any]]:
+    """Read a topic from saved offsets to the high watermark with assign(); never commits.
+
+    ``state`` is ``{"<partition>": next_offset}``. Raises TimeoutError / RuntimeError when the
+    cluster cannot be reached or the topic does not exist.
+    """
+    from confluent_kafka import (
+        OFFSET_BEGINNING,
+        Consumer,
+        KafkaException,
+        TopicPartition,
+    )
+
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "socket.timeout.ms": int(timeout_s * 1000),
+        "session.timeout.ms": 6000,
+        "enable.partition.eof": True,
+        "log_level": 3,
+        **(extra_config or {}),
+    }
+    consumer = Consumer(conf)
+    items: list[RawItem] = []
+    new_state = dict(state)
+    try:
+        try:
+            meta = consumer.list_topics(topic, timeout=timeout_s)
+        except KafkaException as err:
+            raise TimeoutError(f"cannot reach {bootstrap}: {err}") from None
+        tmeta = meta.topics.get(topic)
+        if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+            reason = tmeta.error if tmeta is not None else "not found"
+            raise RuntimeError(f"topic {topic!r} unavailable on {bootstrap}: {reason}")
+        remaining: dict[int, int] = {}
+        assignment = []
+        for partition in sorted(tmeta.partitions):
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_s)
+            start = int(state.get(str(partition), low))
+            start = max(start, low)
+            new_state[str(partition)] = start
+            if start < high:
+                remaining[partition] = high
+                assignment.append(TopicPartition(topic, partition, start if start else OFFSET_BEGINNING))
+        if not assignment:
+            return items, new_state
+        consumer.assign(assignment)
+        deadline = datetime.now(UTC).timestamp() + timeout_s
+        while remaining and len(items) < max_messages:
+            if datetime.now(UTC).timestamp() > deadline:
+                raise TimeoutError(f"timed out reading {topic} after {timeout_s}s")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    remaining.pop(msg.partition(), None)
+                    continue
+                raise RuntimeError(f"error reading {topic}: {msg.error()}")
+            partition, offset = msg.partition(), msg.offset()
+            if partition not in remaining:
+                continue
+            items.append(RawItem(position=f"{topic}:{partition}:{offset}", raw=msg.value() or b""))
+            new_state[str(partition)] = offset + 1
+            if offset + 1 >= remaining[partition]:
+                remaining.pop(partition)
+    finally:
+        consumer.close()
+    return items, new_state
+
+
+# ---------------------------------------------------------------- Java client startup logs
+
+_BLOCK_START = re.compile(
+    r"(?P<kind>ProducerConfig|ConsumerConfig|ShareConsumerConfig|AdminClientConfig|StreamsConfig)"
+    r" values:\s*$"
+)
+_BLOCK_LINE = re.compile(r"^\s+(?P<key>[A-Za-z0-9_.\-]+) = (?P<value>.*?)\s*$")
+_TIMESTAMP = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[ T](?P<time>\d{2}:\d{2}:\d{2})(?:[,.](?P<frac>\d{1,6}))?"
+    r"(?P<tz>Z|[+-]\d{2}:?\d{2})?"
+)
+_THREAD = re.compile(r"\[(?P<thread>[^\]]*[A-Za-z][^\]]*)\]")
+_VERSION = re.compile(r"Kafka version: (?P<version>\S+)")
+_KIND_TO_TYPE = {
+    "ProducerConfig": "producer",
+    "ConsumerConfig": "consumer",
+    "ShareConsumerConfig": "share_consumer",
+    "AdminClientConfig": "admin",
+    "StreamsConfig": "streams",
+}
+JAVA_SOFTWARE_NAME = "apache-kafka-java"
+
+
+def _log_time(line: str, fallback: datetime) -> datetime:
+    match = _TIMESTAMP.search(line)
+    if match is None:
+        return fallback
+    frac = (match.group("frac") or "0").ljust(6, "0")
+    stamp = datetime.fromisoformat(f"{match.group('date')}T{match.group('time')}.{frac}")
+    tz = match.group("tz")
+    if tz and tz != "Z":
+        stamp = datetime.fromisoformat(stamp.isoformat() + (tz if ":" in tz else f"{tz[:3]}:{tz[3:]}"))
+        return stamp.astimezone(UTC)
+    return stamp.replace(tzinfo=UTC)  # log times without a zone are taken as UTC
+
+
+def _log_thread(line: str) -> str | None:
+    before = line.split("values:")[0] if "values:" in line else line
+    for match in _THREAD.finditer(before):
+        if not _TIMESTAMP.fullmatch(match.group("thread").strip()):
+            return match.group("thread").strip()
+    return None
+
+
+def _java_value(raw: str, declared: str | None) -> tuple[str | None, str]:
+    """Convert a value as Java's ConfigDef prints it into (value, type)."""
+    if raw == "[hidden]":
+        return "[hidden]", "PASSWORD"
+    if raw.startswith("class "):
+        return raw[len("class "):], "CLASS"
+    typ = declared or "STRING"
+    if raw == "null":
+        return None, typ
+    if raw.startswith("[") and raw.endswith("]"):
+        inner = raw[1:-1].strip()
+        return ",".join(part.strip() for part in inner.split(",")) if inner else "", "LIST"
+    return raw, typ
+
+
+def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawItem]:
+    """Find every `XConfig values:` block in a Java client log and build one record per block.
+
+    The log gives no client instance id or cluster: the instance id is derived from the file
+    and block position (stable across re-ingests), the cluster is ``cluster_id`` or
+    ``bootstrap:<bootstrap.servers>``. Values printed by Java carry no is-default flag, so
+    is_default is false.
+    """
+    file = Path(path)
+    fallback = datetime.fromtimestamp(file.stat().st_mtime, UTC)
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    blocks: list[tuple[int, str, str | None, datetime, list[tuple[str, str]]]] = []
+    i = 0
+    while i < len(lines):
+        match = _BLOCK_START.search(lines[i])
+        if match is None:
+            i += 1
+            continue
+        start = i
+        entries = []
+        i += 1
+        while i < len(lines) and (m := _BLOCK_LINE.match(lines[i])):
+            entries.append((m.group("key"), m.group("value")))
+            i += 1
+        blocks.append((start, match.group("kind"), _log_thread(lines[start]),
+                       _log_time(lines[start], fallback), entries))
+    items = []
+    for start, kind, thread, stamp, entries in blocks:
+        version = _find_version(lines, start, thread)
+        configs = []
+        keys = set()
+        for key, raw in entries:
+            client_type = _KIND_TO_TYPE[kind]
+            value, typ = _java_value(raw, known_type(key, client_type))
+            configs.append({"key": key, "value": value, "type": typ, "is_default": False})
+            keys.add(key)
+        client_type = _KIND_TO_TYPE[kind]
+        if client_type == "consumer" and keys & {"share.acquire.mode", "share.acknowledgement.mode"}:
+            client_type = "share_consumer"
+        values = {c["key"]: c["value"] for c in configs}
+        bootstrap = values.get("bootstrap.servers") or values.get("application.server") or "unknown"
+        seed = f"{file.resolve()}:{start + 1}:{values.get('client.id')}"
+        record = {
+            "snapshot_id": str(uuid.uuid5(_NAMESPACE, "snapshot:" + seed)),
+            "received_at": stamp.isoformat(),
+            "cluster_id": cluster_id or f"bootstrap:{bootstrap}",
+            "broker_id": -1,
+            "client_instance_id": str(uuid.uuid5(_NAMESPACE, "instance:" + seed)),
+            "client_id": values.get("client.id") or None,
+            "client_type": client_type,
+            "client_software_name": JAVA_SOFTWARE_NAME,
+            "client_software_version": version,
+            "principal": None,
+            "client_address": None,
+            "configs": configs,
+        }
+        items.append(RawItem(position=f"{file.name}:{start + 1}", record=record))
+    return items
+
+
+def _find_version(lines: list[str], start: int, thread: str | None) -> str | None:
+    """The `Kafka version:` AppInfoParser prints after the block, on the same thread if known."""
+    first: str | None = None
+    for line in lines[start + 1: start + 400]:
+        if _BLOCK_START.search(line) and thread is not None and _log_thread(line) == thread:
+            break
+        match = _VERSION.search(line)
+        if match is None:
+            continue
+        if thread is None or _log_thread(line) == thread:
+            return match.group("version")
+        first = first or match.group("version")
+    return first
+
+
+# ---------------------------------------------------------------- .properties files
+
+_HEADER = re.compile(r"^[#!]\s*(?P<name>cluster|client\.id|client\.type)\s*:\s*(?P<value>\S.*?)\s*$")
+
+
+def _properties(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Parse Java .properties text into (properties, header comments)."""
+    props: dict[str, str] = {}
+    headers: dict[str, str] = {}
+    logical = ""
+    for raw_line in text.splitlines():
+        line = raw_line.strip() if not logical else raw_line.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            header = _HEADER.match(line)
+            if header:
+                headers[header.group("name")] = header.group("value")
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        match = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", logical)
+        if match:
+            props[match.group(1).replace("\\", "")] = match.group(2)
+        elif logical:
+            props[logical] = ""
+        logical = ""
+    return props, headers
+
+
+def read_properties_dir(root: str | Path) -> list[RawItem]:
+    """Build one record per ``<root>/<cluster>/<client>.properties`` file (headers override)."""
+    base = Path(root)
+    if not base.is_dir():
+        raise FileNotFoundError(f"properties directory {base} does not exist")
+    items = []
+    for path in sorted(base.rglob("*.properties")):
+        rel = path.relative_to(base)
+        props, headers = _properties(path.read_text(encoding="utf-8", errors="replace"))
+        cluster = headers.get("cluster") or (rel.parts[0] if len(rel.parts) > 1 else None)
+        client_id = headers.get("client.id") or props.get("client.id") or path.stem
+        client_type = headers.get("client.type")
+        configs = []
+        for key, value in props.items():
+            typ = known_type(key, client_type) or "STRING"
+            if typ == "LIST":
+                value = ",".join(v.strip() for v in value.split(","))
+            configs.append({"key": key, "value": value, "type": typ, "is_default": False})
+        stamp = datetime.fromtimestamp(os.stat(path).st_mtime, UTC)
+        seed = f"{path.resolve()}:{stamp.isoformat()}"
+        record = {
+            "snapshot_id": str(uuid.uuid5(_NAMESPACE, "snapshot:" + seed)),
+            "received_at": stamp.isoformat(),
+            "cluster_id": cluster,
+            "broker_id": -1,
+            "client_instance_id": str(uuid.uuid5(_NAMESPACE, f"instance:{path.resolve()}")),
+            "client_id": client_id,
+            "client_type": client_type,
+            "client_software_name": None,
+            "client_software_version": None,
+            "principal": None,
+            "client_address": None,
+            "configs": configs,
+        }
+        items.append(RawItem(position=f"{rel.as_posix()}:1", record=record))
+    return items
+
