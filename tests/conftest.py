@@ -1,0 +1,200 @@
+"""Shared pytest fixtures: the real test rig (ZooKeeper, Kafka 3.9 and 4.x, Spark, Streamlit + Chromium)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.rig.kafka import KafkaKraftCluster, KafkaZkCluster, ZooKeeperServer
+from tests.rig.procs import LOG_FILES, REPO, free_port, log_tail
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+ARTIFACTS = REPO / "artifacts"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    """On a failure, attach the tail of every rig log so the cause is in the report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and LOG_FILES:
+        for log in LOG_FILES:
+            report.sections.append((f"rig log {log.parent.name}/{log.name}", log_tail(log, 40)))
+
+
+@pytest.fixture(scope="session")
+def rig_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the rig keeps data and logs for this run (pytest keeps the last runs' folders)."""
+    return tmp_path_factory.mktemp("rig")
+
+
+@pytest.fixture(scope="session")
+def zookeeper(rig_dir: Path) -> Iterator[ZooKeeperServer]:
+    """A real ZooKeeper server on a free 127.0.0.1 port."""
+    server = ZooKeeperServer(rig_dir / "zookeeper")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka39(rig_dir: Path, zookeeper: ZooKeeperServer) -> Iterator[KafkaZkCluster]:
+    """A real Apache Kafka 3.9 broker in ZooKeeper mode, registered under /kafka39."""
+    cluster = KafkaZkCluster(rig_dir / "kafka39", zookeeper)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka4(rig_dir: Path) -> Iterator[KafkaKraftCluster]:
+    """A real Apache Kafka 4.x KRaft cluster of 3 combined broker+controller nodes."""
+    cluster = KafkaKraftCluster(rig_dir / "kafka4")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka4_all_up(kafka4: KafkaKraftCluster) -> Iterator[KafkaKraftCluster]:
+    """kafka4, with every node restarted after the test if the test stopped one."""
+    yield kafka4
+    for broker in kafka4.brokers:
+        if not broker.proc.alive():
+            kafka4.start_broker(broker.node_id)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One real local Spark session for the whole run, built by the product's get_spark()."""
+    from backend.pipeline.spark import get_spark
+
+    session = get_spark("local[2]", app_name="fleetview-tests")
+    yield session
+    session.stop()
+
+
+@dataclass
+class StreamlitServer:
+    """A running `streamlit run dashboard/app.py`."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+def _stop_process_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def streamlit_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., StreamlitServer]]:
+    """A factory that serves the app on a free port for a given lake; every server stops at the end."""
+    servers: list[StreamlitServer] = []
+
+    def start(lake: Path | str, extra_env: dict[str, str] | None = None, timeout_s: float = 90.0) -> StreamlitServer:
+        port = free_port()
+        log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+        env = {**os.environ, "FLEETVIEW_LAKE": str(lake), "PYTHONPATH": str(REPO), **(extra_env or {})}
+        cmd = [
+            sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"),
+            "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+        ]  # fmt: skip
+        with log.open("wb") as out:
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = StreamlitServer(f"http://127.0.0.1:{port}", proc, log)
+        servers.append(server)
+        LOG_FILES.append(log)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited early:\n{log_tail(log)}")
+            try:
+                with urllib.request.urlopen(f"{server.url}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        return server
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"streamlit did not become healthy in {timeout_s:.0f}s:\n{log_tail(log)}")
+
+    yield start
+    for server in servers:
+        _stop_process_group(server.proc)
+
+
+@pytest.fixture(scope="session")
+def app_server(streamlit_app: Callable[..., StreamlitServer], tmp_path_factory: pytest.TempPathFactory) -> StreamlitServer:
+    """The app served on an empty lake (the first-run state)."""
+    return streamlit_app(tmp_path_factory.mktemp("empty-lake") / "lake")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Debian Chromium driven by Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh browser page (own context, downloads allowed)."""
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1400, "height": 1000})
+    new_page = context.new_page()
+    yield new_page
+    context.close()
+
+
+def wait_for_streamlit(page: Any, timeout_ms: int = 60000) -> None:
+    """Wait until Streamlit has finished running the script for the current page."""
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && document.querySelector('[data-testid=\"stMainBlockContainer\"], section.main')",
+        timeout=timeout_ms,
+    )
+    page.wait_for_timeout(500)
+
+
+def page_errors(page: Any) -> list[str]:
+    """Exception boxes and tracebacks shown on the page."""
+    found = [el.inner_text() for el in page.query_selector_all("[data-testid='stException']")]
+    body = page.inner_text("body")
+    if "Traceback (most recent call last)" in body:
+        found.append("Traceback text on page")
+    return found
