@@ -1,0 +1,130 @@
+"""`python -m backend poll`: poll the fleet into the lake, one line per cluster per cycle."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from typing import TextIO
+
+from backend.collect.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
+from backend.collect.poller import run_poller
+from backend.config import FleetConfigError, load_fleet
+from backend.store.lake import LakeError
+
+
+def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the poll command's options to a (sub)parser."""
+    parser.add_argument(
+        "--config",
+        default="clusters.toml",
+        help="fleet file (TOML); default clusters.toml",
+    )
+    parser.add_argument(
+        "--lake", default=None, help="lake path or URI; default settings.lake_path"
+    )
+    parser.add_argument(
+        "--secrets", default=None, help="secrets.toml holding [passwords]"
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--once",
+        action="store_true",
+        help="poll once and exit (non-zero if a cluster is down)",
+    )
+    mode.add_argument(
+        "--interval", type=float, default=None, help="seconds between polls"
+    )
+
+
+def format_cluster_line(snapshot: ClusterSnapshot) -> str:
+    """Return the one-line summary of a cluster's poll."""
+    if snapshot.has_data:
+        live = snapshot.live_brokers
+        reachable = sum(1 for b in live if b.reachable)
+        counts = f"brokers={reachable}/{len(live)} topics={len(snapshot.topics)}"
+    else:
+        counts = "brokers=- topics=-"
+    line = (
+        f"{snapshot.polled_at:%Y-%m-%dT%H:%M:%SZ} {snapshot.cluster_name} status={snapshot.status} "
+        f"{counts} duration_ms={snapshot.duration_ms:.0f}"
+    )
+    if snapshot.cluster_id:
+        line += f" cluster_id={snapshot.cluster_id}"
+    if snapshot.error:
+        line += f" error={snapshot.error}"
+    return line
+
+
+def _printer(out: TextIO) -> Callable[[FleetPoll], None]:
+    def print_poll(poll: FleetPoll) -> None:
+        for snapshot in poll.clusters:
+            print(format_cluster_line(snapshot), file=out, flush=True)
+        if poll.alerts:
+            print(
+                f"{len(poll.alerts)} alerts raised in poll {poll.poll_id}",
+                file=out,
+                flush=True,
+            )
+
+    return print_poll
+
+
+def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run the poll command; 0 ok, 1 a cluster down/auth_failed with --once, 2 bad config or lake."""
+    out = out or sys.stdout
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    try:
+        fleet = load_fleet(args.config, args.secrets)
+    except FleetConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not fleet.clusters:
+        print(f"error: {args.config}: no [[clusters]] configured", file=sys.stderr)
+        return 2
+    if args.interval is not None and args.interval <= 0:
+        print(
+            f"error: --interval must be > 0 seconds, got {args.interval:g}",
+            file=sys.stderr,
+        )
+        return 2
+    lake = args.lake or fleet.settings.lake_path
+    try:
+        last = run_poller(
+            fleet,
+            lake,
+            interval_s=args.interval,
+            once=bool(args.once),
+            on_poll=_printer(out),
+            stop=threading.Event(),
+        )
+    except (LakeError, OSError) as exc:
+        print(f"error: lake {lake}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    if (
+        args.once
+        and last is not None
+        and any(s.status in NO_DATA_STATUSES for s in last.clusters)
+    ):
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point: python -m backend.collect.cli --config ... --once."""
+    parser = argparse.ArgumentParser(
+        prog="python -m backend.collect.cli", description=__doc__
+    )
+    add_poll_arguments(parser)
+    return run_poll_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,431 @@
+"""The poller: all clusters concurrently, each within its deadline; results go to the lake."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from backend.collect.checks import run_checks
+from backend.collect.lakeio import (
+    MISSING_BROKER_ERROR,
+    load_previous_state,
+    write_fleet_poll,
+)
+from backend.collect.model import (
+    BrokerSnapshot,
+    ClusterSnapshot,
+    FleetPoll,
+    TopicSnapshot,
+)
+from backend.collect.probing import ProbeOutcome, Prober, default_prober
+from backend.config import ClusterConfig, Fleet, Settings
+from backend.kafka.admin import (
+    AdminCallError,
+    AdminClientCache,
+    ClusterDescription,
+    NodeInfo,
+    TopicListing,
+)
+from backend.kafka.zk import ZkView, read_zookeeper
+from backend.store.lake import Lake, LakeError, new_poll_id
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLIENTS = AdminClientCache()
+# Cluster names whose poll thread is still running (a hung cluster is not polled twice at once).
+_IN_FLIGHT: set[str] = set()
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def scrub(text: str | None, cluster: ClusterConfig) -> str | None:
+    """Remove the cluster's secrets from a text (errors from libraries may echo configuration)."""
+    if not text:
+        return text
+    for secret in (cluster.password(), cluster.ssl_key_password()):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+class _Call(threading.Thread):
+    """Runs a function in a daemon thread so a caller can stop waiting at a deadline."""
+
+    def __init__(self, fn: Callable[[], object], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self._fn = fn
+        self.result: object = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self._fn()
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, who turns it into a status row
+            self.error = exc
+
+    def wait(self, until: float) -> bool:
+        self.join(max(0.0, until - time.monotonic()))
+        return not self.is_alive()
+
+
+def poll_cluster(
+    cluster: ClusterConfig,
+    settings: Settings,
+    *,
+    previous: ClusterSnapshot | None = None,
+    clients: AdminClientCache | None = None,
+    prober: Prober | None = None,
+) -> ClusterSnapshot:
+    """Poll one cluster: DescribeCluster, topics with ids, per-broker probe and ZooKeeper."""
+    started = time.monotonic()
+    deadline = started + settings.poll_deadline_s
+    polled_at = datetime.now(UTC)
+    clients = clients or DEFAULT_CLIENTS
+    prober = prober or default_prober
+
+    def timeout() -> float:
+        return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
+
+    def finish(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        snapshot.duration_ms = (time.monotonic() - started) * 1000
+        snapshot.error = scrub(snapshot.error, cluster)
+        for broker in snapshot.brokers:
+            broker.error = scrub(broker.error, cluster)
+        return snapshot
+
+    base = {
+        "cluster_name": cluster.name,
+        "polled_at": polled_at,
+        "tags": dict(cluster.tags),
+    }
+    zk_call: _Call | None = None
+    if cluster.zookeeper is not None:
+        zk_config = cluster.zookeeper
+        zk_call = _Call(
+            lambda: read_zookeeper(zk_config, timeout()), f"zk-{cluster.name}"
+        )
+        zk_call.start()
+
+    admin = clients.get(cluster, settings.request_timeout_s)
+    try:
+        description = admin.describe_cluster(timeout())
+    except AdminCallError as exc:
+        status = "auth_failed" if exc.kind == "auth" else "down"
+        zk_view = _zk_result(zk_call, deadline)
+        return finish(
+            ClusterSnapshot(
+                **base,
+                status=status,
+                error=str(exc),
+                zk_cluster_id=zk_view.cluster_id if zk_view else None,
+                zk_nodes=zk_view.nodes if zk_view else [],
+            )
+        )
+
+    probe_call = _Call(
+        lambda: prober(cluster, description.brokers, timeout()), f"probe-{cluster.name}"
+    )
+    probe_call.start()
+    errors: list[str] = []
+    try:
+        names = admin.list_topic_names(timeout())
+        listing = admin.describe_topics(names, timeout(), deadline=deadline)
+    except AdminCallError as exc:
+        errors.append(f"topics: {exc}")
+        listing = TopicListing(topics=[], failed={})
+    if listing.failed:
+        sample = ", ".join(sorted(listing.failed)[:5])
+        errors.append(f"{len(listing.failed)} topics could not be described ({sample})")
+
+    probes: dict[int, ProbeOutcome] = {}
+    if (
+        probe_call.wait(deadline)
+        and probe_call.error is None
+        and isinstance(probe_call.result, dict)
+    ):
+        probes = probe_call.result
+    elif probe_call.error is not None:
+        errors.append(f"probe: {type(probe_call.error).__name__}: {probe_call.error}")
+    else:
+        errors.append("probe did not finish before the poll deadline")
+    zk_view = _zk_result(zk_call, deadline)
+    if zk_call is not None and zk_view is None:
+        errors.append("ZooKeeper read did not finish before the poll deadline")
+    elif zk_view is not None and zk_view.error:
+        errors.append(zk_view.error)
+
+    snapshot = _assemble(base, description, listing, probes, zk_view, previous)
+    snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
+    if errors:
+        snapshot.error = "; ".join(errors)
+    return finish(snapshot)
+
+
+def _zk_result(call: _Call | None, deadline: float) -> ZkView | None:
+    if call is None or not call.wait(deadline):
+        return None
+    if call.error is not None:
+        return ZkView(
+            error=f"ZooKeeper read failed: {type(call.error).__name__}: {call.error}"
+        )
+    return call.result if isinstance(call.result, ZkView) else None
+
+
+def _assemble(
+    base: dict,
+    description: ClusterDescription,
+    listing: TopicListing,
+    probes: dict[int, ProbeOutcome],
+    zk_view: ZkView | None,
+    previous: ClusterSnapshot | None,
+) -> ClusterSnapshot:
+    brokers = [
+        _broker(node, description.controller_id, probes.get(node.broker_id))
+        for node in description.brokers
+    ]
+    live = {node.broker_id for node in description.brokers}
+    referenced = (
+        set().union(*(t.replica_broker_ids for t in listing.topics))
+        if listing.topics
+        else set()
+    )
+    known: dict[int, tuple[str | None, int | None]] = {}
+    if previous is not None:
+        known.update({b.broker_id: (b.host, b.port) for b in previous.brokers})
+        referenced |= {b.broker_id for b in previous.live_brokers}
+    if zk_view is not None:
+        for broker_id, registration in zk_view.broker_registrations.items():
+            referenced.add(broker_id)
+            known[broker_id] = (registration.get("host"), registration.get("port"))
+    missing = sorted(referenced - live)
+    for broker_id in missing:
+        host, port = known.get(broker_id, (None, None))
+        brokers.append(
+            BrokerSnapshot(
+                broker_id=broker_id,
+                host=host,
+                port=port,
+                reachable=False,
+                error=f"{MISSING_BROKER_ERROR} (not in DescribeCluster)",
+            )
+        )
+    zk_ids = zk_view.topic_ids if zk_view is not None else {}
+    topics = [
+        TopicSnapshot(
+            topic=t.topic,
+            topic_id=t.topic_id,
+            zk_topic_id=zk_ids.get(t.topic),
+            partitions=t.partitions,
+            replication_factor=t.replication_factor,
+            internal=t.internal,
+            under_replicated=t.under_replicated,
+            offline_partitions=t.offline_partitions,
+        )
+        for t in sorted(listing.topics, key=lambda t: t.topic)
+    ]
+    return ClusterSnapshot(
+        **base,
+        status="ok",
+        cluster_id=description.cluster_id,
+        zk_cluster_id=zk_view.cluster_id if zk_view is not None else None,
+        controller_id=description.controller_id,
+        brokers=brokers,
+        topics=topics,
+        zk_nodes=zk_view.nodes if zk_view is not None else [],
+        missing_broker_ids=missing,
+    )
+
+
+def _broker(
+    node: NodeInfo, controller_id: int | None, probe: ProbeOutcome | None
+) -> BrokerSnapshot:
+    snapshot = BrokerSnapshot(
+        broker_id=node.broker_id,
+        host=node.host,
+        port=node.port,
+        rack=node.rack,
+        is_controller=node.broker_id == controller_id,
+    )
+    if probe is None:
+        snapshot.error = "not probed"
+        return snapshot
+    for attr in (
+        "reachable", "software_name", "software_version", "version_provenance", "version_min",
+        "version_max", "version_confidence", "api_versions_json", "probe_ms", "error",
+    ):  # fmt: skip
+        setattr(snapshot, attr, getattr(probe, attr))
+    return snapshot
+
+
+def _status(
+    snapshot: ClusterSnapshot, zk_view: ZkView | None, uses_zk: bool, errors: list[str]
+) -> str:
+    if (
+        zk_view is not None
+        and zk_view.cluster_id
+        and snapshot.cluster_id
+        and zk_view.cluster_id != snapshot.cluster_id
+    ):
+        return "misrouted"
+    unreachable = any(not b.reachable for b in snapshot.brokers)
+    zk_failed = uses_zk and (zk_view is None or zk_view.error is not None)
+    if (
+        unreachable
+        or snapshot.offline_partitions
+        or snapshot.missing_broker_ids
+        or zk_failed
+        or errors
+    ):
+        return "degraded"
+    return "ok"
+
+
+def _begin(name: str) -> bool:
+    with _IN_FLIGHT_LOCK:
+        if name in _IN_FLIGHT:
+            return False
+        _IN_FLIGHT.add(name)
+        return True
+
+
+def _end(name: str) -> None:
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.discard(name)
+
+
+def poll_fleet(
+    fleet: Fleet,
+    previous_state: dict[str, ClusterSnapshot] | None = None,
+    *,
+    clients: AdminClientCache | None = None,
+    prober: Prober | None = None,
+) -> FleetPoll:
+    """Poll every cluster concurrently; a cluster that misses poll_deadline_s becomes a `down` row."""
+    started = time.monotonic()
+    polled_at = datetime.now(UTC)
+    poll_id = new_poll_id(polled_at)
+    settings = fleet.settings
+    previous_state = previous_state or {}
+    # The per-call timeouts already stop at the deadline; the grace covers thread scheduling.
+    deadline = started + settings.poll_deadline_s + 1.0
+    calls: dict[str, _Call | None] = {}
+    for cluster in fleet.clusters:
+        if not _begin(cluster.name):
+            calls[cluster.name] = None
+            continue
+
+        def run(cluster: ClusterConfig = cluster) -> ClusterSnapshot:
+            try:
+                return poll_cluster(
+                    cluster,
+                    settings,
+                    previous=previous_state.get(cluster.name),
+                    clients=clients,
+                    prober=prober,
+                )
+            finally:
+                _end(cluster.name)
+
+        call = _Call(run, f"poll-{cluster.name}")
+        calls[cluster.name] = call
+        call.start()
+
+    snapshots: list[ClusterSnapshot] = []
+    for cluster in fleet.clusters:
+        call = calls[cluster.name]
+        snapshot = _collect(cluster, call, deadline, polled_at, settings)
+        snapshot.poll_id = poll_id
+        snapshot.polled_at = polled_at
+        if snapshot.status != "ok":
+            log.warning(
+                "cluster %s: %s: %s", cluster.name, snapshot.status, snapshot.error
+            )
+        snapshots.append(snapshot)
+    alerts = run_checks(previous_state, snapshots)
+    return FleetPoll(
+        poll_id=poll_id,
+        polled_at=polled_at,
+        clusters=snapshots,
+        alerts=alerts,
+        duration_ms=(time.monotonic() - started) * 1000,
+    )
+
+
+def _collect(
+    cluster: ClusterConfig,
+    call: _Call | None,
+    deadline: float,
+    polled_at: datetime,
+    settings: Settings,
+) -> ClusterSnapshot:
+    base = {
+        "cluster_name": cluster.name,
+        "polled_at": polled_at,
+        "tags": dict(cluster.tags),
+    }
+    if call is None:
+        return ClusterSnapshot(
+            **base,
+            status="down",
+            error="the previous poll of this cluster is still running",
+        )
+    if not call.wait(deadline):
+        return ClusterSnapshot(
+            **base,
+            status="down",
+            error=f"poll did not finish within poll_deadline_s={settings.poll_deadline_s:g}s",
+            duration_ms=settings.poll_deadline_s * 1000,
+        )
+    if call.error is not None or not isinstance(call.result, ClusterSnapshot):
+        error = scrub(
+            f"poll failed: {type(call.error).__name__}: {call.error}", cluster
+        )
+        log.error("cluster %s: %s", cluster.name, error)
+        return ClusterSnapshot(**base, status="down", error=error)
+    return call.result
+
+
+def run_poller(
+    fleet: Fleet,
+    lake: Lake | str,
+    interval_s: float | None = None,
+    once: bool = False,
+    *,
+    on_poll: Callable[[FleetPoll], None] | None = None,
+    stop: threading.Event | None = None,
+    clients: AdminClientCache | None = None,
+    prober: Prober | None = None,
+) -> FleetPoll | None:
+    """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention."""
+    lake = lake if isinstance(lake, Lake) else Lake(lake)
+    interval_s = (
+        interval_s if interval_s is not None else fleet.settings.poll_interval_s
+    )
+    if interval_s <= 0:
+        raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
+    stop = stop or threading.Event()
+    previous = load_previous_state(lake)
+    last: FleetPoll | None = None
+    while not stop.is_set():
+        cycle_start = time.monotonic()
+        last = poll_fleet(fleet, previous, clients=clients, prober=prober)
+        try:
+            write_fleet_poll(lake, last)
+            lake.apply_retention(fleet.settings.retention_days)
+        except (OSError, LakeError) as exc:
+            log.error(
+                "writing poll %s to %s failed: %s", last.poll_id, lake.location, exc
+            )
+            if once:
+                raise
+        for snapshot in last.clusters:
+            if snapshot.has_data:
+                previous[snapshot.cluster_name] = snapshot
+        if on_poll is not None:
+            on_poll(last)
+        if once:
+            break
+        stop.wait(max(0.0, interval_s - (time.monotonic() - cycle_start)))
+    return last

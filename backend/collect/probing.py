@@ -1,0 +1,122 @@
+"""Adapter from backend.kafka.probe results to broker snapshot fields (reachability, version truth)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from backend.config import ClusterConfig
+from backend.kafka.admin import NodeInfo
+
+MAX_PROBE_THREADS = 16
+
+
+@dataclass(slots=True)
+class ProbeOutcome:
+    """What the per-broker probe learned about one broker."""
+
+    reachable: bool
+    software_name: str | None = None
+    software_version: str | None = None
+    version_provenance: str = "unknown"
+    version_min: str | None = None
+    version_max: str | None = None
+    version_confidence: str | None = None
+    api_versions_json: str | None = None
+    probe_ms: float | None = None
+    error: str | None = None
+
+
+Prober = Callable[[ClusterConfig, Sequence[NodeInfo], float], dict[int, ProbeOutcome]]
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _api_versions_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        items = value.items()
+    else:
+        items = ((getattr(v, "api_key", i), v) for i, v in enumerate(value))
+    table = {}
+    for key, entry in items:
+        if isinstance(entry, (tuple, list)) and len(entry) == 2:
+            table[str(key)] = [int(entry[0]), int(entry[1])]
+        else:
+            lo = getattr(entry, "min_version", None)
+            hi = getattr(entry, "max_version", None)
+            table[str(key)] = [lo, hi] if lo is not None else str(entry)
+    return json.dumps(table, sort_keys=True)
+
+
+def _probe_ms(result: Any, fallback: float) -> float:
+    timings = getattr(result, "timings", None)
+    if isinstance(timings, dict):
+        for key in ("total_ms", "total"):
+            if isinstance(timings.get(key), (int, float)):
+                return float(timings[key])
+        numbers = [v for v in timings.values() if isinstance(v, (int, float))]
+        if numbers:
+            return float(sum(numbers))
+    return fallback
+
+
+def outcome_from_result(result: Any, elapsed_ms: float) -> ProbeOutcome:
+    """Map a backend.kafka.probe.ProbeResult onto a ProbeOutcome."""
+    error = _text(getattr(result, "error", None))
+    reachable = getattr(result, "reachable", None)
+    if reachable is None:
+        reachable = error is None
+    provenance = getattr(result, "provenance", None) or "unknown"
+    if provenance not in ("reported", "guessed", "unknown", "zookeeper"):
+        provenance = "unknown"
+    return ProbeOutcome(
+        reachable=bool(reachable),
+        software_name=_text(getattr(result, "software_name", None)),
+        software_version=_text(getattr(result, "software_version", None)),
+        version_provenance=provenance,
+        version_min=_text(getattr(result, "version_min", None)),
+        version_max=_text(getattr(result, "version_max", None)),
+        version_confidence=_text(getattr(result, "confidence", None)),
+        api_versions_json=_api_versions_json(getattr(result, "api_versions", None)),
+        probe_ms=_probe_ms(result, elapsed_ms),
+        error=error,
+    )
+
+
+def default_prober(
+    cluster: ClusterConfig, nodes: Sequence[NodeInfo], timeout_s: float
+) -> dict[int, ProbeOutcome]:
+    """Probe every broker concurrently with backend.kafka.probe (ApiVersions + KIP-885 DescribeCluster)."""
+    from backend.kafka import probe as probe_module
+
+    security = probe_module.ProbeSecurity.from_cluster(cluster)
+
+    def one(node: NodeInfo) -> tuple[int, ProbeOutcome]:
+        start = time.monotonic()
+        try:
+            result = probe_module.probe_broker(
+                node.host, node.port, security=security, timeout_s=timeout_s
+            )
+        except (OSError, ValueError, RuntimeError, TimeoutError) as exc:
+            elapsed = (time.monotonic() - start) * 1000
+            return node.broker_id, ProbeOutcome(
+                reachable=False, probe_ms=elapsed, error=f"{type(exc).__name__}: {exc}"
+            )
+        return node.broker_id, outcome_from_result(
+            result, (time.monotonic() - start) * 1000
+        )
+
+    if not nodes:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(MAX_PROBE_THREADS, len(nodes))) as pool:
+        return dict(pool.map(one, nodes))
