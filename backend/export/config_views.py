@@ -1,0 +1,227 @@
+"""Pure pandas views of the pipeline results: compare, client configs, drift and alerts."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from itertools import combinations
+
+import pandas as pd
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+# Defence in depth: the lake holds no sensitive keys, but never show one if it slipped in.
+_SENSITIVE_KEY = re.compile(r"(password|secret|jaas|token|credential|\.key$|keystore|truststore)", re.IGNORECASE)
+
+
+def is_sensitive_key(key: str) -> bool:
+    """True for config key names that may carry secrets (KIP-1324: never shown or exported)."""
+    return bool(_SENSITIVE_KEY.search(key or ""))
+
+
+def drop_sensitive(frame: pd.DataFrame, column: str = "key") -> pd.DataFrame:
+    """Remove rows whose key column names a sensitive config."""
+    if frame.empty or column not in frame:
+        return frame
+    return frame[~frame[column].fillna("").map(is_sensitive_key)]
+
+
+def id_to_name(latest_clusters: pd.DataFrame) -> dict[str, str]:
+    """Map cluster id to cluster name from the latest snapshots."""
+    frame = latest_clusters[latest_clusters["cluster_id"].notna()]
+    return dict(zip(frame["cluster_id"], frame["cluster_name"], strict=True))
+
+
+def name_clusters(frame: pd.DataFrame, names: dict[str, str], column: str = "cluster_id",
+                  into: str = "cluster") -> pd.DataFrame:
+    """Add a readable cluster column (name when known, else the id)."""
+    out = frame.copy()
+    out[into] = out[column].map(lambda cid: names.get(cid, cid)) if not out.empty else pd.Series(dtype="object")
+    return out
+
+
+def filter_results(frame: pd.DataFrame, *, clusters: list[str] | None = None,
+                   client_types: list[str] | None = None, keys: list[str] | None = None) -> pd.DataFrame:
+    """Keep rows of the chosen clusters (names), client types and keys; None or [] keeps all."""
+    mask = pd.Series(True, index=frame.index)
+    if clusters and "cluster" in frame:
+        mask &= frame["cluster"].isin(clusters)
+    if client_types and "client_type" in frame:
+        mask &= frame["client_type"].isin(client_types)
+    if keys and "key" in frame:
+        mask &= frame["key"].isin(keys)
+    return frame[mask]
+
+
+def versions_side_by_side(version_matrix: pd.DataFrame, clusters: list[str]) -> pd.DataFrame:
+    """Software versions (rows) × clusters (columns), holding broker counts."""
+    frame = version_matrix[version_matrix["cluster"].isin(clusters)]
+    if frame.empty:
+        return pd.DataFrame(columns=["version", *clusters])
+    table = frame.pivot_table(index="version", columns="cluster", values="brokers", aggfunc="sum", fill_value=0)
+    return table.reindex(columns=clusters, fill_value=0).reset_index()
+
+
+@dataclass(frozen=True)
+class TopicOverlap:
+    """Topic names shared between clusters, and names whose topic id differs."""
+
+    table: pd.DataFrame
+    shared: int
+    same_name_different_id: int
+
+
+def topic_overlap(topics: pd.DataFrame, clusters: list[str]) -> TopicOverlap:
+    """Which topic names exist in which chosen clusters, and whether their ids match."""
+    frame = topics[topics["cluster_name"].isin(clusters)]
+    if frame.empty:
+        return TopicOverlap(pd.DataFrame(columns=["topic", "clusters", "same_id", *clusters]), 0, 0)
+    ids = frame.pivot_table(index="topic", columns="cluster_name", values="topic_id", aggfunc="first")
+    ids = ids.reindex(columns=clusters)
+    present = ids.notna().sum(axis=1)
+    distinct = ids.nunique(axis=1)
+    table = ids.fillna("—").reset_index()
+    table.insert(1, "clusters", present.to_numpy())
+    table.insert(2, "same_id", ((distinct == 1) & (present > 1)).to_numpy())
+    table = table.sort_values(["clusters", "topic"], ascending=[False, True]).reset_index(drop=True)
+    table.columns.name = None
+    shared = int((present > 1).sum())
+    return TopicOverlap(table, shared, int(((present > 1) & (distinct > 1)).sum()))
+
+
+def drift_matrix(drift: pd.DataFrame, clusters: list[str] | None = None, top: int = 30) -> pd.DataFrame:
+    """Keys (rows, most drifting first) × cluster pairs (columns) of TVD, from named drift_clusters."""
+    frame = drift
+    if clusters:
+        frame = frame[frame["cluster_a_name"].isin(clusters) & frame["cluster_b_name"].isin(clusters)]
+    if frame.empty:
+        return pd.DataFrame()
+    frame = frame.assign(
+        pair=frame["cluster_a_name"] + " ↔ " + frame["cluster_b_name"],
+        row=frame["key"] + frame["client_type"].map(lambda t: f" ({t})" if t else ""),
+    )
+    table = frame.pivot_table(index="row", columns="pair", values="tvd", aggfunc="max")
+    order = table.max(axis=1).sort_values(ascending=False).index[:top]
+    table = table.loc[order]
+    table.index.name = "key"
+    return table
+
+
+def name_drift(drift: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """Add cluster_a_name / cluster_b_name to drift_clusters rows."""
+    out = drift.copy()
+    out["cluster_a_name"] = out["cluster_a"].map(lambda c: names.get(c, c))
+    out["cluster_b_name"] = out["cluster_b"].map(lambda c: names.get(c, c))
+    return out
+
+
+def pairs(clusters: list[str]) -> list[tuple[str, str]]:
+    """All unordered pairs of the chosen clusters."""
+    return list(combinations(sorted(clusters), 2))
+
+
+def categorical_keys(distributions: pd.DataFrame, numeric: pd.DataFrame) -> list[str]:
+    """Keys that have a value distribution but no numeric summary."""
+    numeric_keys = set(numeric["key"]) if not numeric.empty else set()
+    return sorted(set(distributions["key"]) - numeric_keys)
+
+
+@dataclass(frozen=True)
+class IngestCounts:
+    """Latest ingest counters shown on the client-config page."""
+
+    records_read: int
+    records_written: int
+    quarantined: int
+    sensitive_dropped: int
+    dropped_keys: list[str]
+
+
+def ingest_counts(stats: pd.DataFrame) -> IngestCounts:
+    """Sum the counters of the latest ingest run per source/location."""
+    if stats.empty:
+        return IngestCounts(0, 0, 0, 0, [])
+    latest = stats.sort_values("ran_at").groupby(["source", "location"])["run_id"].last()
+    frame = stats[stats["run_id"].isin(set(latest))]
+    total = frame.groupby("metric")["count"].sum()
+    dropped = sorted(frame.loc[(frame["metric"] == "sensitive_dropped") & (frame["detail"] != ""), "detail"].unique())
+    return IngestCounts(
+        records_read=int(total.get("records_read", 0)), records_written=int(total.get("records_written", 0)),
+        quarantined=int(total.get("quarantined", 0)), sensitive_dropped=int(total.get("sensitive_dropped", 0)),
+        dropped_keys=list(dropped),
+    )
+
+
+ALERT_COLUMNS = ["raised_at", "severity", "source", "rule", "cluster", "subject", "evidence",
+                 "rationale", "doc_url"]
+
+
+def _subject(row: pd.Series) -> str:
+    for column, label in (("client_id", "client"), ("group_id", "group")):
+        value = row.get(column)
+        if isinstance(value, str) and value:
+            return f"{label} {value}"
+    return str(row.get("client_instance_id") or "")
+
+
+def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """Fleet alerts and misconfiguration alerts in one table, most severe and newest first."""
+    parts = []
+    if not fleet.empty:
+        parts.append(pd.DataFrame({
+            "raised_at": fleet["raised_at"], "severity": fleet["severity"], "source": "fleet",
+            "rule": fleet["rule"], "cluster": fleet["cluster_name"], "subject": fleet["subject"].fillna(""),
+            "evidence": fleet["evidence_json"].fillna(""), "rationale": fleet["explanation"].fillna(""),
+            "doc_url": fleet["doc_url"],
+        }))
+    if not config.empty:
+        parts.append(pd.DataFrame({
+            "raised_at": config["computed_at"], "severity": config["severity"], "source": "client config",
+            "rule": config["rule_id"], "cluster": config["cluster_id"].map(lambda c: names.get(c, c)),
+            "subject": config.apply(_subject, axis=1),
+            "evidence": config["observed_json"].map(_redact_observed),
+            "rationale": config["title"].fillna("") + ": " + config["explanation"].fillna(""),
+            "doc_url": config["doc_url"],
+        }))
+    if not parts:
+        return pd.DataFrame(columns=ALERT_COLUMNS)
+    frame = pd.concat(parts, ignore_index=True)
+    frame["_rank"] = frame["severity"].map(SEVERITY_RANK).fillna(9)
+    frame = frame.sort_values(["_rank", "raised_at"], ascending=[True, False]).drop(columns="_rank")
+    return frame[ALERT_COLUMNS].reset_index(drop=True)
+
+
+def _redact_observed(text: str | None) -> str:
+    try:
+        observed = json.loads(text or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(observed, dict):
+        return ""
+    return json.dumps({k: ("[REDACTED]" if is_sensitive_key(k) else v) for k, v in observed.items()})
+
+
+def filter_alerts(alerts: pd.DataFrame, *, severities: list[str] | None = None, clusters: list[str] | None = None,
+                  sources: list[str] | None = None, text: str = "") -> pd.DataFrame:
+    """Keep alerts matching the chosen severities, clusters, sources and free text."""
+    mask = pd.Series(True, index=alerts.index)
+    if severities:
+        mask &= alerts["severity"].isin(severities)
+    if clusters:
+        mask &= alerts["cluster"].isin(clusters)
+    if sources:
+        mask &= alerts["source"].isin(sources)
+    if text:
+        needle = text.lower()
+        mask &= (alerts["rule"].str.lower().str.contains(needle, regex=False)
+                 | alerts["subject"].str.lower().str.contains(needle, regex=False))
+    return alerts[mask]
+
+
+def alerts_over_time(alerts: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
+    """Alert counts per time bucket and severity."""
+    if alerts.empty:
+        return pd.DataFrame(columns=["bucket", "severity", "alerts"])
+    bucket = pd.to_datetime(alerts["raised_at"], utc=True).dt.floor(freq)
+    frame = alerts.assign(bucket=bucket).groupby(["bucket", "severity"]).size().reset_index(name="alerts")
+    return frame

@@ -1,0 +1,262 @@
+"""Pure pandas views of the snapshot tables: fleet rows, versions, topics, recent changes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pandas as pd
+
+TAG_KEYS = ("env", "region", "team")
+STATUS_ORDER = ("ok", "degraded", "down", "auth_failed", "misrouted")
+
+
+def parse_tags(tags_json: str | None) -> dict[str, str]:
+    """Decode a tags_json cell; bad or empty JSON gives {}."""
+    if not tags_json:
+        return {}
+    try:
+        tags = json.loads(tags_json)
+    except (TypeError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
+
+
+def latest_clusters(clusters: pd.DataFrame) -> pd.DataFrame:
+    """The latest snapshot row of each cluster, with one column per tag key."""
+    if clusters.empty:
+        out = clusters.copy()
+        for key in TAG_KEYS:
+            out[key] = pd.Series(dtype="object")
+        return out
+    latest = clusters.sort_values("polled_at").groupby("cluster_name").tail(1).copy()
+    tags = latest["tags_json"].map(parse_tags)
+    for key in TAG_KEYS:
+        latest[key] = tags.map(lambda t, k=key: t.get(k, ""))
+    return latest.sort_values("cluster_name").reset_index(drop=True)
+
+
+def tag_options(latest: pd.DataFrame) -> dict[str, list[str]]:
+    """Distinct non-empty values of each tag key, for the sidebar filters."""
+    return {k: sorted(v for v in latest[k].dropna().unique() if v) for k in TAG_KEYS if k in latest}
+
+
+def filter_by_tags(latest: pd.DataFrame, chosen: dict[str, list[str]]) -> pd.DataFrame:
+    """Keep clusters whose tags match every non-empty selection."""
+    mask = pd.Series(True, index=latest.index)
+    for key, values in chosen.items():
+        if values and key in latest:
+            mask &= latest[key].isin(values)
+    return latest[mask]
+
+
+def version_label(row: pd.Series) -> str:
+    """One broker's version with its provenance: '3.9.1', '3.9.2 (zookeeper)', '3.7–3.9 (guessed)'."""
+    provenance = row.get("version_provenance") or "unknown"
+    version = row.get("software_version")
+    if provenance == "guessed":
+        low, high = row.get("version_min"), row.get("version_max")
+        span = f"{low}–{high}" if low and high and low != high else (low or high or "?")
+        return f"{span} (guessed)"
+    if provenance == "unknown" or not version:
+        return "unknown"
+    return version if provenance == "reported" else f"{version} ({provenance})"
+
+
+def software_label(row: pd.Series) -> str:
+    """Software name and version of one broker, e.g. 'Apache Kafka 3.9.1'."""
+    label = version_label(row)
+    name = row.get("software_name")
+    return f"{name} {label}" if name and label != "unknown" else label
+
+
+def summarize_versions(brokers: pd.DataFrame) -> str:
+    """'Apache Kafka 3.9.1 ×3', or 'mixed: a ×2, b ×1' for a cluster's brokers."""
+    if brokers.empty:
+        return "no brokers"
+    counts = brokers.apply(software_label, axis=1).value_counts()
+    parts = [f"{label} ×{n}" for label, n in sorted(counts.items())]
+    return parts[0] if len(parts) == 1 else "mixed: " + ", ".join(parts)
+
+
+def summarize_provenance(brokers: pd.DataFrame) -> str:
+    """Provenances of a cluster's broker versions, e.g. 'reported ×2, guessed ×1'."""
+    if brokers.empty:
+        return ""
+    counts = brokers["version_provenance"].fillna("unknown").value_counts()
+    return ", ".join(f"{p} ×{n}" for p, n in sorted(counts.items()))
+
+
+def age_text(polled_at: pd.Timestamp | datetime | None, now: datetime) -> str:
+    """Human age of a poll time: '45 s', '12 min', '3 h', '2 d'."""
+    if polled_at is None or pd.isna(polled_at):
+        return "never"
+    seconds = max(0.0, (now - pd.Timestamp(polled_at).to_pydatetime()).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{math.floor(seconds / size)} {unit}"
+    return f"{int(seconds)} s"
+
+
+def controller_text(controller_id: object) -> str:
+    """Controller broker id as text, or '—' when unknown."""
+    return "—" if controller_id is None or pd.isna(controller_id) else str(int(controller_id))  # type: ignore[arg-type]
+
+
+def fleet_table(latest: pd.DataFrame, brokers: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
+    """One display row per cluster: status, ids, versions with provenance, topics, URPs, poll age."""
+    now = now or datetime.now(UTC)
+    columns = ["cluster", "env", "region", "team", "cluster_id", "status", "error", "controller",
+               "brokers", "software", "provenance", "topics", "under_replicated", "last_poll"]
+    rows = []
+    for _, c in latest.iterrows():
+        mine = brokers[brokers["cluster_name"] == c["cluster_name"]] if not brokers.empty else brokers
+        rows.append({
+            "cluster": c["cluster_name"], "env": c.get("env", ""), "region": c.get("region", ""),
+            "team": c.get("team", ""), "cluster_id": c["cluster_id"] or "",
+            "status": c["status"], "error": c["error"] or "",
+            "controller": controller_text(c["controller_id"]),
+            "brokers": f"{int(c['brokers_reachable'] or 0)}/{int(c['broker_count'] or 0)}",
+            "software": summarize_versions(mine), "provenance": summarize_provenance(mine),
+            "topics": int(c["topic_count"] or 0), "under_replicated": int(c["under_replicated"] or 0),
+            "last_poll": age_text(c["polled_at"], now),
+        })
+    return pd.DataFrame(rows, columns=columns)
+
+
+@dataclass(frozen=True)
+class FleetTiles:
+    """Headline numbers of the fleet page."""
+
+    clusters_by_status: dict[str, int]
+    brokers: int
+    brokers_reachable: int
+    topics: int
+    alerts_by_severity: dict[str, int]
+
+
+def fleet_tiles(latest: pd.DataFrame, alerts: pd.DataFrame) -> FleetTiles:
+    """Count clusters by status, brokers, topics and alerts by severity."""
+    by_status = latest["status"].value_counts().to_dict() if not latest.empty else {}
+    by_sev = alerts["severity"].value_counts().to_dict() if not alerts.empty else {}
+    return FleetTiles(
+        clusters_by_status={s: int(by_status.get(s, 0)) for s in STATUS_ORDER if by_status.get(s)},
+        brokers=int(latest["broker_count"].fillna(0).sum()) if not latest.empty else 0,
+        brokers_reachable=int(latest["brokers_reachable"].fillna(0).sum()) if not latest.empty else 0,
+        topics=int(latest["topic_count"].fillna(0).sum()) if not latest.empty else 0,
+        alerts_by_severity={s: int(by_sev.get(s, 0)) for s in ("critical", "warning", "info")},
+    )
+
+
+def version_matrix(brokers: pd.DataFrame) -> pd.DataFrame:
+    """Brokers per (cluster, software version label) for the version matrix chart."""
+    if brokers.empty:
+        return pd.DataFrame(columns=["cluster", "version", "brokers"])
+    frame = pd.DataFrame({"cluster": brokers["cluster_name"],
+                          "version": brokers.apply(software_label, axis=1)})
+    return frame.groupby(["cluster", "version"]).size().reset_index(name="brokers")
+
+
+def upgrade_timeline(broker_history: pd.DataFrame) -> pd.DataFrame:
+    """Each change of a broker's version label between consecutive polls."""
+    columns = ["changed_at", "cluster", "broker_id", "from_version", "to_version"]
+    if broker_history.empty:
+        return pd.DataFrame(columns=columns)
+    frame = broker_history.sort_values("polled_at").copy()
+    frame["label"] = frame.apply(software_label, axis=1)
+    frame["previous"] = frame.groupby(["cluster_name", "broker_id"])["label"].shift()
+    changed = frame[frame["previous"].notna() & (frame["previous"] != frame["label"])]
+    return pd.DataFrame({
+        "changed_at": changed["polled_at"], "cluster": changed["cluster_name"],
+        "broker_id": changed["broker_id"], "from_version": changed["previous"],
+        "to_version": changed["label"],
+    }, columns=columns).reset_index(drop=True)
+
+
+def broker_table(brokers: pd.DataFrame) -> pd.DataFrame:
+    """Brokers of one cluster for display, controller first."""
+    columns = ["broker_id", "address", "rack", "controller", "reachable", "software", "version",
+               "provenance", "probe_ms", "error"]
+    if brokers.empty:
+        return pd.DataFrame(columns=columns)
+    frame = brokers.sort_values(["is_controller", "broker_id"], ascending=[False, True])
+    return pd.DataFrame({
+        "broker_id": frame["broker_id"].astype(int),
+        "address": frame["host"].astype(str) + ":" + frame["port"].astype(str),
+        "rack": frame["rack"].fillna(""), "controller": frame["is_controller"].fillna(False).astype(bool),
+        "reachable": frame["reachable"].fillna(False).astype(bool),
+        "software": frame["software_name"].fillna(""),
+        "version": frame.apply(version_label, axis=1),
+        "provenance": frame["version_provenance"].fillna("unknown"),
+        "probe_ms": frame["probe_ms"], "error": frame["error"].fillna(""),
+    }, columns=columns).reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class TopicPage:
+    """One page of a filtered topic list."""
+
+    rows: pd.DataFrame
+    total: int
+    page: int
+    pages: int
+
+
+TOPIC_COLUMNS = ["topic", "topic_id", "partitions", "replication_factor", "internal", "under_replicated"]
+
+
+def topic_page(topics: pd.DataFrame, *, query: str = "", include_internal: bool = True,
+               only_under_replicated: bool = False, page: int = 1, page_size: int = 50) -> TopicPage:
+    """Filter topics server-side and return only the requested page."""
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1, got {page_size}")
+    frame = topics
+    if query:
+        needle = query.strip().lower()
+        frame = frame[frame["topic"].str.lower().str.contains(needle, regex=False)
+                      | frame["topic_id"].fillna("").str.lower().str.startswith(needle)]
+    if not include_internal:
+        frame = frame[~frame["internal"].fillna(False).astype(bool)]
+    if only_under_replicated:
+        frame = frame[frame["under_replicated"].fillna(0) > 0]
+    total = len(frame)
+    pages = max(1, math.ceil(total / page_size))
+    page = min(max(1, page), pages)
+    chosen = frame.sort_values("topic").iloc[(page - 1) * page_size: page * page_size]
+    return TopicPage(rows=chosen[TOPIC_COLUMNS].reset_index(drop=True), total=total, page=page, pages=pages)
+
+
+def recent_changes(topic_history: pd.DataFrame, broker_history: pd.DataFrame,
+                   cluster_history: pd.DataFrame, cluster: str) -> pd.DataFrame:
+    """Topic creations, deletions and recreations, upgrades and controller moves of one cluster."""
+    columns = ["at", "change", "subject", "before", "after"]
+    rows: list[dict[str, object]] = []
+    polls = cluster_history[cluster_history["cluster_name"] == cluster].sort_values("polled_at")
+    poll_times = list(zip(polls["poll_id"], polls["polled_at"], strict=True))
+    topics = topic_history[topic_history["cluster_name"] == cluster]
+    by_poll = {pid: dict(zip(g["topic"], g["topic_id"], strict=True)) for pid, g in topics.groupby("poll_id")}
+    down = set(polls.loc[polls["status"].isin(["down", "auth_failed", "misrouted"]), "poll_id"])
+    usable = [(pid, at) for pid, at in poll_times if pid not in down]
+    for (prev_id, _), (cur_id, at) in itertools.pairwise(usable):
+        before, after = by_poll.get(prev_id, {}), by_poll.get(cur_id, {})
+        for name in sorted(after.keys() - before.keys()):
+            rows.append({"at": at, "change": "topic created", "subject": name, "before": "", "after": after[name]})
+        for name in sorted(before.keys() - after.keys()):
+            rows.append({"at": at, "change": "topic deleted", "subject": name, "before": before[name], "after": ""})
+        for name in sorted(before.keys() & after.keys()):
+            if before[name] and after[name] and before[name] != after[name]:
+                rows.append({"at": at, "change": "topic recreated", "subject": name,
+                             "before": before[name], "after": after[name]})
+    for _, up in upgrade_timeline(broker_history[broker_history["cluster_name"] == cluster]).iterrows():
+        rows.append({"at": up["changed_at"], "change": "broker upgraded", "subject": f"broker {up['broker_id']}",
+                     "before": up["from_version"], "after": up["to_version"]})
+    ctrl = polls[polls["controller_id"].notna()]
+    for (_, a), (_, b) in itertools.pairwise(ctrl.iterrows()):
+        if a["controller_id"] != b["controller_id"]:
+            rows.append({"at": b["polled_at"], "change": "controller moved", "subject": "controller",
+                         "before": str(int(a["controller_id"])), "after": str(int(b["controller_id"]))})
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.sort_values("at", ascending=False).reset_index(drop=True) if rows else frame

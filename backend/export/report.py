@@ -1,0 +1,143 @@
+"""One-file HTML config-drift report (plotly.js inlined, no external URLs), rendered without Streamlit."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from backend.export import config_views, fleet_views, frames
+from dashboard import charts
+
+DEFAULT_TOP_KEYS = 10
+_CSS = """
+body{font-family:Inter,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1200px;color:#222}
+h1{margin-bottom:.2rem}.meta{color:#666}table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.3rem .6rem;text-align:left}th{background:#f4f6f8}
+.note{background:#fff8e1;border-left:4px solid #ef8f00;padding:.5rem 1rem}
+"""
+
+
+class ReportError(ValueError):
+    """Raised when a report cannot be built from the given lake, clusters or keys."""
+
+
+@dataclass(frozen=True)
+class DriftReportData:
+    """Everything the drift report shows, already filtered to the chosen clusters and keys."""
+
+    clusters: pd.DataFrame
+    drift: pd.DataFrame
+    heatmap: pd.DataFrame
+    distributions: pd.DataFrame
+    numeric: pd.DataFrame
+    keys: list[str]
+
+
+def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None) -> DriftReportData:
+    """Read the lake and results for the chosen clusters; raise ReportError on bad input."""
+    if len(clusters) < 1:
+        raise ReportError("choose at least one cluster")
+    latest = fleet_views.latest_clusters(frames.read_snapshots(location, "cluster_snapshots"))
+    names = config_views.id_to_name(latest)
+    known = set(latest["cluster_name"]) | set(names.values())
+    dist = config_views.name_clusters(config_views.drop_sensitive(frames.read_result(location, "distributions")), names)
+    known |= set(dist["cluster"])
+    unknown = [c for c in clusters if c not in known]
+    if unknown:
+        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+    if dist.empty:
+        raise ReportError(f"no pipeline results in {location}: run python -m backend analyze --lake {location}")
+    numeric = config_views.name_clusters(config_views.drop_sensitive(frames.read_result(location, "numeric_summary")),
+                                         names)
+    drift = config_views.name_drift(config_views.drop_sensitive(frames.read_result(location, "drift_clusters")), names)
+    heat = config_views.drift_matrix(drift, clusters if len(clusters) > 1 else None, top=50)
+    chosen_keys = keys or _top_keys(heat, dist)
+    sensitive = [k for k in chosen_keys if config_views.is_sensitive_key(k)]
+    if sensitive:
+        raise ReportError(f"sensitive keys are never reported: {', '.join(sensitive)}")
+    if keys:
+        missing = sorted(set(keys) - set(dist["key"]) - set(numeric["key"]))
+        if missing:
+            raise ReportError(f"no results for key(s) {', '.join(missing)}")
+        heat = heat[heat.index.str.replace(r" \(.*\)$", "", regex=True).isin(keys)]
+    pair_ok = drift["cluster_a_name"].isin(clusters) & drift["cluster_b_name"].isin(clusters)
+    return DriftReportData(
+        clusters=latest[latest["cluster_name"].isin(clusters)],
+        drift=drift[pair_ok & drift["key"].isin(chosen_keys)].sort_values("tvd", ascending=False),
+        heatmap=heat,
+        distributions=dist[dist["cluster"].isin(clusters) & dist["key"].isin(chosen_keys)],
+        numeric=numeric[numeric["cluster"].isin(clusters) & numeric["key"].isin(chosen_keys)],
+        keys=chosen_keys,
+    )
+
+
+def _top_keys(heat: pd.DataFrame, dist: pd.DataFrame) -> list[str]:
+    if not heat.empty:
+        ordered = heat.index.str.replace(r" \(.*\)$", "", regex=True)
+        return list(dict.fromkeys(ordered))[:DEFAULT_TOP_KEYS]
+    return sorted(dist["key"].unique())[:DEFAULT_TOP_KEYS]
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, escape=True, border=0, na_rep="—", float_format=lambda v: f"{v:.3f}")
+
+
+def _figure(fig: go.Figure, first: bool) -> str:
+    # plotly.js goes into the first figure only; the others reuse it.
+    return pio.to_html(fig, include_plotlyjs=first, full_html=False,
+                       config={"displaylogo": False})
+
+
+def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: datetime | None = None) -> str:
+    """Self-contained HTML: cluster table, drift heatmap, drift table and per-key distributions."""
+    charts.register_template()
+    now = now or datetime.now(UTC)
+    names = list(data.clusters["cluster_name"]) or sorted(data.distributions["cluster"].unique())
+    summary = pd.DataFrame({
+        "cluster": data.clusters["cluster_name"], "cluster id": data.clusters["cluster_id"],
+        "status": data.clusters["status"], "env": data.clusters["env"], "region": data.clusters["region"],
+        "team": data.clusters["team"],
+    })
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>Config drift: {html.escape(', '.join(names))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Client config drift</h1><p class='meta'>clusters: {html.escape(', '.join(names))} · "
+        f"keys: {html.escape(', '.join(data.keys))} · generated {now:%Y-%m-%d %H:%M} UTC"
+        + (f" · lake {html.escape(lake_label)}" if lake_label else "") + "</p>",
+        "<h2>Clusters</h2>", _table(summary),
+        "<h2>Drift by key and cluster pair</h2>",
+        ("<p>Total variation distance between the value distributions of the latest client instances "
+        "(0 = identical, 1 = disjoint).</p>"),
+        _figure(charts.drift_heatmap(data.heatmap), first=True),
+    ]
+    if data.drift.empty:
+        parts.append("<p class='note'>No drift rows for these clusters (pick two or more clusters).</p>")
+    else:
+        drift = data.drift[["key", "client_type", "cluster_a_name", "cluster_b_name", "tvd",
+                            "dominant_value_a", "dominant_value_b"]].rename(
+            columns={"cluster_a_name": "cluster a", "cluster_b_name": "cluster b"})
+        parts.append(_table(drift))
+    parts.append("<h2>Distributions per key</h2>")
+    numeric_keys = set(data.numeric["key"])
+    for key in data.keys:
+        parts.append(f"<h3>{html.escape(key)}</h3>")
+        if key in numeric_keys:
+            parts.append(_figure(charts.numeric_distribution(data.numeric, key=key), first=False))
+            cols = ["cluster", "client_type", "instances", "min", "p50", "p90", "max"]
+            parts.append(_table(data.numeric.loc[data.numeric["key"] == key, cols]))
+        else:
+            parts.append(_figure(charts.categorical_distribution(data.distributions, key=key), first=False))
+            cols = ["cluster", "client_type", "value", "instance_count", "share"]
+            parts.append(_table(data.distributions.loc[data.distributions["key"] == key, cols]))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def build_drift_report(location: str, clusters: list[str], keys: list[str] | None = None) -> str:
+    """Load the data for the chosen clusters and keys and render the HTML report."""
+    return render_drift_report(load_drift_data(location, clusters, keys), lake_label=location)

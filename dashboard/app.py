@@ -1,0 +1,64 @@
+"""Streamlit entrypoint: page config, shared sidebar (lake, tag filters, Poll now, Recompute), navigation."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+# `streamlit run dashboard/app.py` puts dashboard/ on sys.path, not the repo root.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from backend import jobs  # noqa: E402 - needs the sys.path bootstrap above
+from backend.export import fleet_views  # noqa: E402
+from dashboard import charts, components, data  # noqa: E402
+
+PAGES = (
+    ("../pages/fleet.py", "Fleet", ":material/hub:", "fleet"),
+    ("../pages/cluster.py", "Cluster", ":material/dns:", "cluster"),
+    ("../pages/compare.py", "Compare", ":material/compare_arrows:", "compare"),
+    ("../pages/client_configs.py", "Client configs", ":material/tune:", "client_configs"),
+    ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
+    ("../pages/export.py", "Export", ":material/download:", "export"),
+)
+
+
+def sidebar() -> None:
+    """Shared widgets: lake path, tag filters, Poll now / Recompute and their progress."""
+    with st.sidebar:
+        st.text_input("Lake", value=data.default_lake(), key="app_lake",
+                      help="Directory or URI of the lake; default from FLEETVIEW_LAKE or the fleet file.")
+        location = data.lake()
+        has_snapshots, _ = data.lake_state(location)
+        if has_snapshots:
+            options = fleet_views.tag_options(data.latest_clusters(location))
+            for key in fleet_views.TAG_KEYS:
+                st.multiselect(key, options.get(key, []), key=f"app_tag_{key}", placeholder=f"all {key}s")
+        registry = components.job_registry()
+        left, right = st.columns(2)
+        if left.button("Poll now", key="app_poll", icon=":material/refresh:",
+                       help="Runs python -m backend poll --once in the background"):
+            registry.start("poll", jobs.command_for("poll", lake=location, fleet_file=data.fleet_file()),
+                           cwd=Path(_ROOT))
+        if right.button("Recompute", key="app_recompute", icon=":material/functions:",
+                        help="Runs python -m backend analyze in the background"):
+            registry.start("analyze", jobs.command_for("analyze", lake=location), cwd=Path(_ROOT))
+        if registry.current("poll") or registry.current("analyze"):
+            components.job_progress()
+
+
+def main() -> None:
+    """Configure the app, draw the shared sidebar and run the selected page."""
+    st.set_page_config(page_title="Kafka fleet view", page_icon="🛰️", layout="wide")
+    charts.register_template()
+    navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
+                                for path, title, icon, url in PAGES])
+    sidebar()
+    navigation.run()
+
+
+if __name__ == "__main__":
+    main()

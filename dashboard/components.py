@@ -1,0 +1,100 @@
+"""Small reusable widgets: status badge, copyable id, empty states, export buttons, job progress."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from backend.export import images
+from backend.jobs import JobRegistry
+
+STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_failed": "red", "misrouted": "violet"}
+STATUS_ICONS = {"ok": "🟢", "degraded": "🟠", "down": "🔴", "auth_failed": "🔒", "misrouted": "🟣"}
+NO_LAKE_HELP = (
+    "No poll snapshots in the lake `{lake}` yet. Run `make demo`, or poll your fleet with "
+    "`python -m backend poll --once --config clusters.toml --lake {lake}`, or press **Poll now** in the sidebar."
+)
+NO_RESULTS_HELP = (
+    "The client-config pipeline has not run on `{lake}` yet. Press **Recompute** in the sidebar "
+    "or run `python -m backend analyze --lake {lake}`."
+)
+
+
+def status_badge(status: str, error: str | None = None) -> None:
+    """Coloured status badge, with the error underneath when there is one."""
+    st.badge(status, color=STATUS_COLORS.get(status, "gray"))  # type: ignore[arg-type]
+    if error:
+        st.caption(f"⚠️ {error}")
+
+
+def status_cell(status: str) -> str:
+    """Status text with an icon, for table cells."""
+    return f"{STATUS_ICONS.get(status, '⚪')} {status}"
+
+
+def copyable_id(label: str, value: str | None) -> None:
+    """An id in a code block (Streamlit adds a copy button)."""
+    st.caption(label)
+    st.code(value or "—", language=None)
+
+
+def no_lake(location: str) -> None:
+    """Explain how to get data into an empty lake."""
+    st.info(NO_LAKE_HELP.format(lake=location), icon="📭")
+
+
+def no_results(location: str) -> None:
+    """Explain how to run the pipeline."""
+    st.info(NO_RESULTS_HELP.format(lake=location), icon="🧮")
+
+
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _image_maker(fig: go.Figure, fmt: str) -> Callable[[], bytes]:
+    return lambda: images.figure_image(fig, fmt)
+
+
+def export_buttons(fig: go.Figure | None, frame: pd.DataFrame | None, *, name: str, key: str) -> None:
+    """Download buttons: chart as PNG, SVG and HTML; data as CSV and Parquet."""
+    cols = st.columns(5)
+    if fig is not None:
+        cols[0].download_button("PNG", _image_maker(fig, "png"), file_name=f"{name}.png", mime="image/png",
+                                key=f"{key}_png", on_click="ignore", icon=":material/image:")
+        cols[1].download_button("SVG", _image_maker(fig, "svg"), file_name=f"{name}.svg",
+                                mime="image/svg+xml", key=f"{key}_svg", on_click="ignore")
+        cols[2].download_button("HTML", images.figure_html(fig), file_name=f"{name}.html", mime="text/html",
+                                key=f"{key}_html", on_click="ignore")
+    if frame is not None:
+        cols[3].download_button("CSV", frame.to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
+                                key=f"{key}_csv", on_click="ignore")
+        cols[4].download_button("Parquet", _parquet_bytes(frame), file_name=f"{name}.parquet",
+                                mime="application/vnd.apache.parquet", key=f"{key}_parquet", on_click="ignore")
+
+
+@st.cache_resource
+def job_registry() -> JobRegistry:
+    """One registry of background jobs per server process."""
+    return JobRegistry()
+
+
+@st.fragment(run_every=2)
+def job_progress() -> None:
+    """Live status of the latest poll and analyze jobs (re-runs every 2 s, never blocks)."""
+    registry = job_registry()
+    for kind in ("poll", "analyze"):
+        job = registry.current(kind)
+        if job is None:
+            continue
+        status = registry.status(job)
+        icon = {"running": "⏳", "succeeded": "✅", "failed": "❌"}[status.state]
+        st.caption(f"{icon} {kind}: {status.state} ({status.elapsed_s:.0f} s)")
+        if status.tail:
+            st.code("\n".join(status.tail[-4:]), language=None)

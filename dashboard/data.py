@@ -1,0 +1,146 @@
+"""Cached readers of the lake for the pages (every cache has a ttl; nothing here touches a cluster)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from backend.export import config_views, fleet_views, frames
+
+SNAPSHOT_TTL_S = 15
+RESULTS_TTL_S = 60
+HISTORY_POLLS = 20
+_log = logging.getLogger(__name__)
+
+
+def fleet_file() -> str | None:
+    """The fleet file to use for Poll now: env FLEETVIEW_FLEET or ./clusters.toml when present."""
+    path = os.environ.get("FLEETVIEW_FLEET") or "clusters.toml"
+    return path if Path(path).is_file() else None
+
+
+def default_lake() -> str:
+    """Lake location: env FLEETVIEW_LAKE, else the fleet file's lake_path, else ./lake."""
+    if os.environ.get("FLEETVIEW_LAKE"):
+        return os.environ["FLEETVIEW_LAKE"]
+    path = fleet_file()
+    if path:
+        try:
+            from backend.config import load_fleet
+
+            return str(load_fleet(path).settings.lake_path)
+        except Exception as exc:  # noqa: BLE001 - a broken fleet file must not break the dashboard
+            _log.warning("fleet file %s not usable for the lake path: %s", path, exc)
+    return frames.DEFAULT_LAKE
+
+
+def lake() -> str:
+    """The lake chosen in the shared sidebar (falls back to the default)."""
+    return st.session_state.get("app_lake") or default_lake()
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def lake_state(location: str) -> tuple[bool, bool]:
+    """(has snapshots, has pipeline results)."""
+    return frames.lake_exists(location), frames.results_exist(location)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def cluster_history(location: str) -> pd.DataFrame:
+    """Every cluster snapshot row, oldest first (small: one row per cluster per poll)."""
+    return frames.poll_history(location)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def latest_clusters(location: str) -> pd.DataFrame:
+    """Latest snapshot per cluster with tag columns."""
+    return fleet_views.latest_clusters(frames.latest_clusters(location))
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def latest_brokers(location: str, cluster: str | None = None, with_data: bool = False) -> pd.DataFrame:
+    """Broker rows of each cluster's latest poll (with_data: the latest poll that had brokers)."""
+    return frames.latest_rows(location, "broker_snapshots", cluster, with_data=with_data)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def version_timeline(location: str) -> pd.DataFrame:
+    """First sighting and every version change of every broker."""
+    return frames.version_timeline(location)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
+def latest_topics(location: str, cluster: str) -> pd.DataFrame:
+    """Topic rows of one cluster's latest poll that had data."""
+    return frames.latest_rows(location, "topic_snapshots", cluster, with_data=True)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=4)
+def latest_topics_of(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """Topic names and ids of several clusters' latest polls that had data."""
+    frame = frames.latest_rows(location, "topic_snapshots", with_data=True)
+    return frame.loc[frame["cluster_name"].isin(clusters), ["cluster_name", "topic", "topic_id"]]
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
+def recent_changes(location: str, cluster: str) -> pd.DataFrame:
+    """Recent changes of one cluster over its last HISTORY_POLLS polls."""
+    mine = frames.poll_history(location, cluster).tail(HISTORY_POLLS)
+    polls = set(mine["poll_id"])
+    topics = frames.read_snapshots(location, "topic_snapshots", polls)
+    brokers = frames.read_snapshots(location, "broker_snapshots", polls)
+    return fleet_views.recent_changes(topics[topics["cluster_name"] == cluster],
+                                      brokers[brokers["cluster_name"] == cluster], mine, cluster)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def zk_nodes(location: str, cluster: str) -> pd.DataFrame:
+    """ZooKeeper nodes of the cluster's newest poll that read any."""
+    frame = frames.zk_nodes_last_seen(location, cluster)
+    return frame[["path", "value"]].sort_values("path").reset_index(drop=True)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def fleet_alerts(location: str) -> pd.DataFrame:
+    """All fleet alerts."""
+    return frames.fleet_alerts(location)
+
+
+@st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False)
+def result(location: str, name: str) -> pd.DataFrame:
+    """One pipeline results table, sensitive keys removed, with a readable cluster column."""
+    frame = config_views.drop_sensitive(frames.read_result(location, name))
+    if "cluster_id" in frame:
+        frame = config_views.name_clusters(frame, cluster_names(location))
+    if name == "drift_clusters":
+        frame = config_views.name_drift(frame, cluster_names(location))
+    return frame
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def cluster_names(location: str) -> dict[str, str]:
+    """Map cluster id to cluster name."""
+    return config_views.id_to_name(latest_clusters(location))
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def all_alerts(location: str) -> pd.DataFrame:
+    """Fleet and client-config alerts in one table."""
+    return config_views.unified_alerts(fleet_alerts(location), frames.read_result(location, "config_alerts"),
+                                       cluster_names(location))
+
+
+def chosen_clusters(location: str) -> pd.DataFrame:
+    """Latest cluster rows that pass the sidebar tag filters."""
+    chosen = {key: st.session_state.get(f"app_tag_{key}", []) for key in fleet_views.TAG_KEYS}
+    return fleet_views.filter_by_tags(latest_clusters(location), chosen)
+
+
+def visible_result_clusters(location: str, in_results: set[str]) -> set[str]:
+    """Result clusters passing the tag filters (clusters never polled have no tags and stay visible)."""
+    known = set(cluster_names(location).values())
+    return (in_results & set(chosen_clusters(location)["cluster_name"])) | (in_results - known)

@@ -1,0 +1,62 @@
+"""Client configs page: value distributions, numeric spreads, defaults, client software, ingest counts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.export import config_views
+from dashboard import charts, components, data
+
+
+def main() -> None:
+    """Render the client-config page."""
+    st.title("Client configs")
+    location = data.lake()
+    _, has_results = data.lake_state(location)
+    if not has_results:
+        components.no_results(location)
+        return
+    dist = data.result(location, "distributions")
+    numeric = data.result(location, "numeric_summary")
+    versions = data.result(location, "client_versions")
+    defaults = data.result(location, "default_share")
+    visible = data.visible_result_clusters(location, set(dist["cluster"]))
+
+    cols = st.columns(4)
+    clusters = cols[0].multiselect("Cluster", sorted(set(dist["cluster"]) & visible), key="client_configs_clusters")
+    types = cols[1].multiselect("Client type", sorted(dist["client_type"].dropna().unique()), key="client_configs_types")
+    software = cols[2].multiselect("Client software", sorted(versions["client_software_name"].dropna().unique()),
+                                   key="client_configs_software")
+    keys = cols[3].multiselect("Key", sorted(set(dist["key"]) | set(numeric["key"])), key="client_configs_keys")
+
+    scope = {"clusters": clusters or sorted(visible), "client_types": types, "keys": keys}
+    dist = config_views.filter_results(dist, **scope)
+    numeric = config_views.filter_results(numeric, **scope)
+    defaults = config_views.filter_results(defaults, **scope)
+    versions = config_views.filter_results(versions, clusters=scope["clusters"], client_types=types)
+    if software:
+        versions = versions[versions["client_software_name"].isin(software)]
+
+    counts = config_views.ingest_counts(data.result(location, "ingest_stats"))
+    tiles = st.columns(4)
+    tiles[0].metric("records read", f"{counts.records_read:,}")
+    tiles[1].metric("records written", f"{counts.records_written:,}")
+    tiles[2].metric("quarantined records", f"{counts.quarantined:,}")
+    tiles[3].metric("sensitive keys dropped", f"{counts.sensitive_dropped:,}",
+                    help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
+
+    st.subheader("Categorical keys")
+    for key in config_views.categorical_keys(dist, numeric)[:12]:
+        st.plotly_chart(charts.categorical_distribution(dist, key=key), key=f"client_configs_cat_{key}")
+    st.subheader("Numeric keys")
+    for key in sorted(numeric["key"].unique())[:12]:
+        st.plotly_chart(charts.numeric_distribution(numeric, key=key), key=f"client_configs_num_{key}")
+    st.subheader("Default vs overridden")
+    st.plotly_chart(charts.default_share_chart(defaults.head(60)), key="client_configs_defaults")
+    st.subheader("Client software")
+    st.plotly_chart(charts.client_versions_chart(versions), key="client_configs_versions")
+    st.dataframe(versions.drop(columns=["cluster_id", "computed_at", "schema_version"], errors="ignore"),
+                 key="client_configs_versions_table", hide_index=True)
+
+
+main()

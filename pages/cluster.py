@@ -1,0 +1,100 @@
+"""Cluster page: brokers, searchable paginated topics, ZooKeeper view and recent changes."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from backend.export import fleet_views
+from dashboard import components, data
+
+PAGE_SIZES = (50, 100, 500)
+
+
+def choose_cluster(location: str) -> str | None:
+    """Cluster from ?cluster=<name> or the selectbox; keeps the query param in sync."""
+    names = list(data.chosen_clusters(location)["cluster_name"])
+    wanted = st.query_params.get("cluster")
+    if wanted and wanted not in names:
+        st.warning(f"Cluster `{wanted}` is not in the lake (or is hidden by the tag filters).")
+    index = names.index(wanted) if wanted in names else (0 if names else None)
+    name = st.selectbox("Cluster", names, index=index, key="cluster_name")
+    if name and name != wanted:
+        st.query_params["cluster"] = name
+    return name
+
+
+def topics_section(location: str, cluster: str) -> None:
+    """Server-side filtered, paginated topic table (only one page goes to the browser)."""
+    topics = data.latest_topics(location, cluster)
+    cols = st.columns([3, 1, 1, 1])
+    query = cols[0].text_input("Search topics (name, or topic id prefix)", key="cluster_topic_query")
+    include_internal = cols[1].toggle("internal", value=True, key="cluster_topic_internal")
+    only_urp = cols[2].toggle("under-replicated only", key="cluster_topic_urp")
+    size = cols[3].selectbox("rows per page", PAGE_SIZES, key="cluster_topic_page_size")
+    page_no = st.session_state.get("cluster_topic_page", 1)
+    page = fleet_views.topic_page(topics, query=query, include_internal=include_internal,
+                                  only_under_replicated=only_urp, page=page_no, page_size=size)
+    st.dataframe(page.rows, key="cluster_topics", hide_index=True,
+                 column_config={"topic_id": st.column_config.TextColumn("topic id", help="KIP-516")})
+    nav = st.columns([1, 2])
+    nav[0].number_input("page", min_value=1, max_value=page.pages, value=page.page, key="cluster_topic_page")
+    nav[1].caption(f"{page.total:,} matching topics of {len(topics):,} · page {page.page} of {page.pages}")
+
+
+def main() -> None:
+    """Render the cluster page."""
+    st.title("Cluster")
+    location = data.lake()
+    has_snapshots, _ = data.lake_state(location)
+    if not has_snapshots:
+        components.no_lake(location)
+        return
+    cluster = choose_cluster(location)
+    if cluster is None:
+        st.info("No cluster matches the tag filters in the sidebar.")
+        return
+    latest = data.latest_clusters(location)
+    row = latest[latest["cluster_name"] == cluster].iloc[0]
+    head = st.columns([1, 2, 2, 1])
+    with head[0]:
+        components.status_badge(row["status"], row["error"])
+    with head[1]:
+        components.copyable_id("cluster id (KIP-78)", row["cluster_id"])
+    with head[2]:
+        if row["zk_cluster_id"]:
+            components.copyable_id("cluster id in ZooKeeper", row["zk_cluster_id"])
+    head[3].metric("controller", fleet_views.controller_text(row["controller_id"]))
+
+    st.subheader("Brokers")
+    brokers = data.latest_brokers(location, cluster, with_data=True)
+    if not brokers.empty and brokers["poll_id"].iloc[0] != row["poll_id"]:
+        st.caption(f"The latest poll returned no data; showing brokers and topics last seen at "
+                   f"{brokers['polled_at'].iloc[0]:%Y-%m-%d %H:%M} UTC.")
+    st.dataframe(fleet_views.broker_table(brokers), key="cluster_brokers", hide_index=True)
+    with st.expander("ApiVersions fingerprints"):
+        for _, broker in brokers.sort_values("broker_id").iterrows():
+            st.caption(f"broker {broker['broker_id']} · {fleet_views.version_label(broker)}")
+            try:
+                st.json(json.loads(broker["api_versions_json"] or "{}"), expanded=False)
+            except ValueError:
+                st.code(broker["api_versions_json"] or "", language=None)
+
+    st.subheader("Topics")
+    topics_section(location, cluster)
+
+    zk = data.zk_nodes(location, cluster)
+    if not zk.empty:
+        st.subheader("ZooKeeper")
+        st.dataframe(zk, key="cluster_zk", hide_index=True)
+
+    st.subheader("Recent changes")
+    changes = data.recent_changes(location, cluster)
+    if changes.empty:
+        st.caption("No topic, version or controller changes in the recent polls.")
+    else:
+        st.dataframe(changes, key="cluster_changes", hide_index=True)
+
+
+main()

@@ -1,0 +1,57 @@
+"""Compare page: versions, topic overlap, value distributions and drift of two or more clusters."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.export import config_views, fleet_views
+from dashboard import charts, components, data
+
+
+def main() -> None:
+    """Render the compare page."""
+    st.title("Compare clusters")
+    location = data.lake()
+    has_snapshots, has_results = data.lake_state(location)
+    if not has_snapshots:
+        components.no_lake(location)
+        return
+    names = list(data.chosen_clusters(location)["cluster_name"])
+    chosen = st.multiselect("Clusters (two or more)", names, default=names[:2], key="compare_clusters")
+    if len(chosen) < 2:
+        st.info("Pick at least two clusters to compare.")
+        return
+
+    st.subheader("Broker versions")
+    matrix = fleet_views.version_matrix(data.latest_brokers(location))
+    st.dataframe(config_views.versions_side_by_side(matrix, chosen), key="compare_versions", hide_index=True)
+
+    st.subheader("Topics")
+    overlap = config_views.topic_overlap(data.latest_topics_of(location, tuple(chosen)), chosen)
+    cols = st.columns(2)
+    cols[0].metric("topic names in more than one cluster", overlap.shared)
+    cols[1].metric("same name, different topic id", overlap.same_name_different_id,
+                   help="KIP-516: a different id means a different topic, even with the same name")
+    only_shared = st.toggle("shared names only", value=True, key="compare_shared_only")
+    table = overlap.table[overlap.table["clusters"] > 1] if only_shared else overlap.table
+    st.dataframe(table.head(1000), key="compare_overlap", hide_index=True)
+
+    if not has_results:
+        components.no_results(location)
+        return
+    st.subheader("Client config drift")
+    drift = data.result(location, "drift_clusters")
+    heat = config_views.drift_matrix(drift, chosen)
+    st.plotly_chart(charts.drift_heatmap(heat), key="compare_drift")
+    dist = data.result(location, "distributions")
+    dist = dist[dist["cluster"].isin(chosen)]
+    keys = list(heat.index.str.replace(r" \(.*\)$", "", regex=True).unique()) or sorted(dist["key"].unique())
+    key = st.selectbox("Config key", keys, key="compare_key")
+    if key:
+        st.plotly_chart(charts.categorical_distribution(dist, key=key), key="compare_dist")
+        side = dist[dist["key"] == key].pivot_table(index="value", columns="cluster", values="share",
+                                                   aggfunc="sum", fill_value=0.0)
+        st.dataframe(side.style.format("{:.1%}"), key="compare_side")
+
+
+main()

@@ -1,0 +1,80 @@
+"""Export page: any chart as PNG/SVG/HTML, its data as CSV/Parquet, and the one-file drift report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from backend.export import config_views, fleet_views, report
+from dashboard import charts, components, data
+
+
+def chart_catalog(location: str, has_results: bool) -> dict[str, Callable[[], tuple[go.Figure, pd.DataFrame]]]:
+    """Charts the user can export, each built only when chosen."""
+    def versions() -> tuple[go.Figure, pd.DataFrame]:
+        frame = fleet_views.version_matrix(data.latest_brokers(location))
+        return charts.version_matrix_chart(frame), frame
+
+    def upgrades() -> tuple[go.Figure, pd.DataFrame]:
+        frame = fleet_views.upgrade_timeline(data.version_timeline(location))
+        return charts.upgrade_timeline_chart(frame), frame
+
+    def alerts() -> tuple[go.Figure, pd.DataFrame]:
+        frame = config_views.alerts_over_time(data.all_alerts(location))
+        return charts.alerts_over_time_chart(frame), frame
+
+    catalog = {"Broker versions by cluster": versions, "Upgrade timeline": upgrades, "Alerts over time": alerts}
+    if has_results:
+        def drift() -> tuple[go.Figure, pd.DataFrame]:
+            frame = config_views.drift_matrix(data.result(location, "drift_clusters"))
+            return charts.drift_heatmap(frame), frame.reset_index()
+
+        def software() -> tuple[go.Figure, pd.DataFrame]:
+            frame = data.result(location, "client_versions")
+            return charts.client_versions_chart(frame), frame
+
+        catalog |= {"Config drift heatmap": drift, "Client software per cluster": software}
+    return catalog
+
+
+def report_section(location: str) -> None:
+    """Build the one-file HTML config-drift report for chosen clusters and keys."""
+    st.subheader("Config-drift report (one HTML file)")
+    dist = data.result(location, "distributions")
+    clusters = st.multiselect("Clusters", sorted(dist["cluster"].unique()), key="export_report_clusters")
+    keys = st.multiselect("Keys (empty: the most drifting)", sorted(dist["key"].unique()), key="export_report_keys")
+    if not clusters:
+        st.caption("Choose clusters to build the report.")
+        return
+    try:
+        text = report.build_drift_report(location, clusters, keys or None)
+    except report.ReportError as exc:
+        st.error(str(exc))
+        return
+    st.download_button("Download drift report (HTML)", text, file_name="config-drift-report.html",
+                       mime="text/html", key="export_report_download", on_click="ignore")
+
+
+def main() -> None:
+    """Render the export page."""
+    st.title("Export")
+    location = data.lake()
+    has_snapshots, has_results = data.lake_state(location)
+    if not has_snapshots:
+        components.no_lake(location)
+        return
+    catalog = chart_catalog(location, has_results)
+    name = st.selectbox("Chart", list(catalog), key="export_chart")
+    fig, frame = catalog[name]()
+    st.plotly_chart(fig, key="export_preview")
+    components.export_buttons(fig, frame, name=name.lower().replace(" ", "-"), key="export_chart_buttons")
+    if has_results:
+        report_section(location)
+    else:
+        components.no_results(location)
+
+
+main()

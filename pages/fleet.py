@@ -1,0 +1,75 @@
+"""Fleet page: live tiles, one row per cluster, version matrix and upgrade timeline."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.export import fleet_views
+from dashboard import charts, components, data
+
+TILE_REFRESH_S = 15
+
+
+@st.fragment(run_every=TILE_REFRESH_S)
+def tiles(location: str) -> None:
+    """Headline numbers, refreshed on their own every few seconds."""
+    chosen = data.chosen_clusters(location)
+    alerts = data.all_alerts(location)
+    alerts = alerts[alerts["cluster"].isin(chosen["cluster_name"])]
+    numbers = fleet_views.fleet_tiles(chosen, alerts)
+    cols = st.columns(4)
+    cols[0].metric("Clusters", len(chosen),
+                   help="by status: " + ", ".join(f"{k} {v}" for k, v in numbers.clusters_by_status.items()))
+    cols[0].caption(" · ".join(f"{components.status_cell(k)} {v}" for k, v in numbers.clusters_by_status.items()))
+    cols[1].metric("Brokers reachable", f"{numbers.brokers_reachable}/{numbers.brokers}")
+    cols[2].metric("Topics", f"{numbers.topics:,}")
+    sev = numbers.alerts_by_severity
+    cols[3].metric("Alerts", sum(sev.values()))
+    cols[3].caption(f"🔴 critical {sev['critical']} · 🟠 warning {sev['warning']} · 🔵 info {sev['info']}")
+
+
+def main() -> None:
+    """Render the fleet page."""
+    st.title("Fleet")
+    location = data.lake()
+    has_snapshots, _ = data.lake_state(location)
+    if not has_snapshots:
+        components.no_lake(location)
+        return
+    tiles(location)
+    chosen = data.chosen_clusters(location)
+    brokers = data.latest_brokers(location)
+    brokers = brokers[brokers["cluster_name"].isin(chosen["cluster_name"])]
+    table = fleet_views.fleet_table(chosen, brokers)
+    table["status"] = table["status"].map(components.status_cell)
+    table.insert(1, "page", "./cluster?cluster=" + table["cluster"])
+    st.caption("Select a row (or use the link column) to open a cluster.")
+    event = st.dataframe(
+        table, key="fleet_table", hide_index=True, on_select="rerun", selection_mode="single-row",
+        column_config={
+            "page": st.column_config.LinkColumn("open", display_text="open ↗"),
+            "cluster_id": st.column_config.TextColumn("cluster id", help="KIP-78 cluster id"),
+            "software": st.column_config.TextColumn("broker software", width="large"),
+            "provenance": st.column_config.TextColumn("version provenance"),
+            "under_replicated": st.column_config.NumberColumn("URP"),
+            "last_poll": st.column_config.TextColumn("last poll (age)"),
+        },
+    )
+    rows = event.selection.rows if event else []
+    if rows:
+        st.switch_page("../pages/cluster.py", query_params={"cluster": table.iloc[rows[0]]["cluster"]})
+    left, right = st.columns([3, 1])
+    with right:
+        pick = st.selectbox("Open cluster", table["cluster"], key="fleet_open", index=None)
+        if pick:
+            st.page_link("../pages/cluster.py", label=f"Open {pick}", query_params={"cluster": pick},
+                         icon=":material/open_in_new:")
+    with left:
+        matrix = fleet_views.version_matrix(brokers)
+        st.plotly_chart(charts.version_matrix_chart(matrix), key="fleet_versions")
+    history = data.version_timeline(location)
+    timeline = fleet_views.upgrade_timeline(history[history["cluster_name"].isin(chosen["cluster_name"])])
+    st.plotly_chart(charts.upgrade_timeline_chart(timeline), key="fleet_timeline")
+
+
+main()

@@ -1,0 +1,173 @@
+"""AppTest of every page on a fixture lake: expected rows, filters, empty and failed states."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.unit.dashboard.lake_fixture import CLUSTERS, SECRET_VALUE
+
+PAGES = ("fleet", "cluster", "compare", "client_configs", "alerts", "export")
+OpenPage = Callable[..., AppTest]
+
+
+# AppTest exposes keys only of selectable dataframes, so tables are found by their columns.
+TABLE_COLUMNS = {
+    "fleet_table": {"cluster", "software", "provenance"},
+    "cluster_brokers": {"broker_id", "address", "provenance"},
+    "cluster_topics": {"topic", "topic_id", "replication_factor"},
+    "cluster_zk": {"path", "value"},
+    "cluster_changes": {"change", "subject", "before", "after"},
+    "compare_versions": {"version", "prod-eu"},
+    "compare_overlap": {"topic", "clusters", "same_id"},
+    "client_configs_versions_table": {"client_software_name", "instances"},
+    "alerts_table": {"severity", "rule", "evidence", "rationale"},
+}
+
+
+def _frame(app: AppTest, key: str) -> pd.DataFrame:
+    wanted = TABLE_COLUMNS[key]
+    for element in app.dataframe:
+        frame = element.value
+        if wanted <= {*map(str, frame.columns), str(frame.index.name)}:
+            return frame
+    raise AssertionError(f"no table like {key!r} on the page")
+
+
+def _page_text(app: AppTest) -> str:
+    parts = [str(e.value) for kind in ("markdown", "caption", "info", "error", "warning", "code", "metric")
+             for e in getattr(app, kind)]
+    parts += [e.value.to_csv() if hasattr(e.value, "to_csv") else str(e.value) for e in app.dataframe]
+    parts += [chart.proto.spec for chart in app.get("plotly_chart")]
+    return "\n".join(parts)
+
+
+def test_fleet_lists_every_cluster_with_versions_status_and_errors(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake)
+    table = _frame(app, "fleet_table").set_index("cluster")
+    assert list(table.index) == ["prod-eu", "prod-us", "staging"]
+    assert table.loc["prod-eu", "software"] == "Apache Kafka 3.9.1 ×3"
+    assert table.loc["prod-eu", "cluster_id"] == CLUSTERS["prod-eu"]["id"]
+    assert table.loc["prod-us", "software"].startswith("mixed: ")
+    assert "3.7.0–3.9.1 (guessed) ×1" in table.loc["prod-us", "software"]
+    assert "unknown ×1" in table.loc["prod-us", "provenance"]
+    assert "down" in table.loc["staging", "status"]
+    assert "connection refused" in table.loc["staging", "error"]
+    assert table.loc["prod-us", "under_replicated"] == 2
+    assert table.loc["prod-eu", "page"] == "./cluster?cluster=prod-eu"
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Brokers reachable"] == "5/6"
+    assert metrics["Alerts"] == "5"
+
+
+def test_sidebar_tag_filter_narrows_the_fleet(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake)
+    app.multiselect(key="app_tag_region").select("us").run()
+    assert list(_frame(app, "fleet_table")["cluster"]) == ["prod-us"]
+    app.multiselect(key="app_tag_region").unselect("us").run()
+    app.multiselect(key="app_tag_team").select("core").run()
+    assert list(_frame(app, "fleet_table")["cluster"]) == ["prod-eu", "staging"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_missing_lake_explains_what_to_do_on_every_page(tmp_path: Path, open_page: OpenPage, page: str) -> None:
+    app = open_page(tmp_path / "no-lake-here", page)
+    text = " ".join(i.value for i in app.info)
+    assert "python -m backend" in text
+    assert "no-lake-here" in text
+
+
+def test_pipeline_not_run_says_press_recompute(snapshots_only_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(snapshots_only_lake, "client_configs")
+    assert "Recompute" in app.info[0].value and "python -m backend analyze" in app.info[0].value
+    fleet = open_page(snapshots_only_lake)
+    assert len(_frame(fleet, "fleet_table")) == 3
+
+
+def test_cluster_page_from_query_param_shows_brokers_and_changes(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "cluster", {"cluster": "prod-us"})
+    assert app.selectbox(key="cluster_name").value == "prod-us"
+    brokers = _frame(app, "cluster_brokers")
+    assert list(brokers["broker_id"]) == [5, 4, 6]  # controller first
+    assert list(brokers["version"]) == ["3.7.0–3.9.1 (guessed)", "3.9.1", "unknown"]
+    changes = _frame(app, "cluster_changes")
+    assert changes.iloc[0]["change"] == "controller moved"
+    assert (changes.iloc[0]["before"], changes.iloc[0]["after"]) == ("4", "5")
+
+
+def test_cluster_topics_are_searched_and_paginated_server_side(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "cluster", {"cluster": "prod-eu"})
+    assert len(_frame(app, "cluster_topics")) == 33
+    app.text_input(key="cluster_topic_query").input("events-01").run()
+    assert list(_frame(app, "cluster_topics")["topic"]) == [f"events-01{i}" for i in range(10)]
+    app.text_input(key="cluster_topic_query").input("").run()
+    app.toggle(key="cluster_topic_internal").set_value(False).run()
+    assert "__consumer_offsets" not in set(_frame(app, "cluster_topics")["topic"])
+    changes = _frame(app, "cluster_changes")
+    recreated = changes[changes["change"] == "topic recreated"].iloc[0]
+    assert (recreated["subject"], recreated["before"], recreated["after"]) == ("orders", "tid-orders-1", "tid-orders-2")
+    assert "broker upgraded" in set(changes["change"])
+
+
+def test_cluster_page_shows_zookeeper_nodes(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "cluster", {"cluster": "staging"})
+    zk = _frame(app, "cluster_zk")
+    assert "/cluster/id" in set(zk["path"])
+    assert any("connection refused" in c.value for c in app.caption)
+
+
+def test_compare_shows_overlap_and_same_name_different_id(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "compare")
+    assert app.multiselect(key="compare_clusters").value == ["prod-eu", "prod-us"]
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["same name, different topic id"] == "2"
+    overlap = _frame(app, "compare_overlap")
+    assert set(overlap["topic"]) == {"orders", "payments"}
+    versions = _frame(app, "compare_versions").set_index("version")
+    assert versions.loc["Apache Kafka 3.9.1", "prod-eu"] == 3
+    assert app.selectbox(key="compare_key").value == "compression.type"  # most drifting first
+
+
+def test_client_configs_filters_and_counts(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "client_configs")
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["quarantined records"] == "3"
+    assert metrics["sensitive keys dropped"] == "7"
+    table = _frame(app, "client_configs_versions_table")
+    assert len(table) == 3
+    app.multiselect(key="client_configs_clusters").select("prod-us").run()
+    assert list(_frame(app, "client_configs_versions_table")["cluster"]) == ["prod-us"]
+    app.multiselect(key="client_configs_software").select("apache-kafka-java").run()
+    assert _frame(app, "client_configs_versions_table").empty
+
+
+def test_alerts_merge_fleet_and_config_alerts_and_filter(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "alerts")
+    table = _frame(app, "alerts_table")
+    assert len(table) == 5
+    assert set(table["source"]) == {"fleet", "client config"}
+    assert list(table["severity"][:2]) == ["critical", "critical"]
+    app.multiselect(key="alerts_severity").select("critical").run()
+    assert set(_frame(app, "alerts_table")["rule"]) == {"cluster_down", "producer_acks_zero"}
+    app.text_input(key="alerts_text").input("acks").run()
+    assert list(_frame(app, "alerts_table")["subject"]) == ["client billing-writer"]
+
+
+def test_export_page_offers_report_for_chosen_clusters(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "export")
+    assert app.selectbox(key="export_chart").value == "Broker versions by cluster"
+    app.multiselect(key="export_report_clusters").select("prod-eu").select("prod-us").run()
+    assert not app.exception
+    assert not app.error
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_page_shows_a_sensitive_key_or_value(fixture_lake: Path, open_page: OpenPage, page: str) -> None:
+    app = open_page(fixture_lake, page)
+    text = _page_text(app)
+    assert SECRET_VALUE not in text
+    assert "sasl.jaas.config" not in text or page == "client_configs"  # named only as a dropped key
