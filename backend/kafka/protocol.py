@@ -40,11 +40,16 @@ PUSH_CONFIG_API_KEY = 1324
 
 # KIP-885 puts BrokerSoftwareName/Version in the next free DescribeCluster version. Kafka
 # 4.3.1's DescribeClusterRequest.json/Response.json say "validVersions": "0-2" (v1 added
-# EndpointType in 3.7, v2 IncludeFencedBrokers/IsFenced in 4.0), so the next free one is 3.
+# EndpointType in 3.7, v2 IncludeFencedBrokers/IsFenced in 4.0), and so does 4.4.0, so the
+# next free one is 3.
 DESCRIBE_CLUSTER_KIP885_VERSION = 3
 
-# ApiVersions v4 is the newest in Kafka 4.3.1; KIP-1324 proposes v5 adding ClientInstanceId.
-API_VERSIONS_CLIENT_INSTANCE_ID_VERSION = 5
+# KIP-1324 proposes ApiVersions v5 with ClientInstanceId, but Apache Kafka 4.4.0 already
+# released v5 for KIP-1242 (ClusterId, NodeId; checked in kafka-clients-4.4.0.jar). A draft
+# KIP must not reuse a released version, so ClientInstanceId goes in the next free one, v6,
+# on top of v5's fields.
+API_VERSIONS_CLIENT_INSTANCE_ID_VERSION = 6
+API_VERSIONS_MAX_VERSION = API_VERSIONS_CLIENT_INSTANCE_ID_VERSION
 
 ERROR_NONE = 0
 UNKNOWN_SERVER_ERROR = -1
@@ -584,12 +589,15 @@ class MessageSchema:
 
 
 _API_VERSIONS = MessageSchema(
-    API_API_VERSIONS, "ApiVersions", (0, 5), 3,
+    API_API_VERSIONS, "ApiVersions", (0, API_VERSIONS_MAX_VERSION), 3,
     request=(
         F("client_software_name", "string", "3+"),
         F("client_software_version", "string", "3+"),
-        # KIP-1324 (draft): ApiVersions v5 carries the client's KIP-714 ClientInstanceId.
-        F("client_instance_id", "uuid", "5+"),
+        # v5 (Kafka 4.4, KIP-1242): the cluster and node the client expects.
+        F("cluster_id", "string", "5+", nullable="5+"),
+        F("node_id", "int32", "5+", default=-1),
+        # v6 (KIP-1324 draft, see API_VERSIONS_CLIENT_INSTANCE_ID_VERSION).
+        F("client_instance_id", "uuid", f"{API_VERSIONS_CLIENT_INSTANCE_ID_VERSION}+"),
     ),
     response=(
         F("error_code", "int16"),

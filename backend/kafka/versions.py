@@ -1,0 +1,261 @@
+"""Guess a broker's software and release range from its ApiVersions table.
+
+The release table (versions_table.json, built by versions_build.py) holds, per Apache Kafka
+release 0.10.0-4.4 and per broker family ("zk" = ZooKeeper mode, "kraft" = KRaft broker),
+the (min, max) version of every api key a broker advertises. A guess is always a range of
+releases with evidence; it is never presented as a reported version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+ApiTable = Mapping[int, tuple[int, int]]
+
+TABLE_PATH = Path(__file__).with_name("versions_table.json")
+
+# Inter-broker keys only ZooKeeper-mode brokers advertise (LeaderAndIsr, StopReplica,
+# UpdateMetadata); Kafka 4.0 removed them with ZooKeeper mode.
+_ZK_ONLY_KEYS = (4, 5, 6)
+_DESCRIBE_QUORUM = 55
+_API_VERSIONS = 18
+
+APACHE = "Apache Kafka"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class ReleaseRow:
+    """One release's advertised api table in one broker family."""
+
+    release: str
+    family: str
+    apis: dict[int, tuple[int, int]]
+    source: str
+
+
+@dataclass(frozen=True)
+class VersionGuess:
+    """A fingerprint guess: a release range, never a fact.
+
+    ``version_max`` None with ``version_min`` set means "this release or newer".
+    """
+
+    software: str
+    version_min: str | None
+    version_max: str | None
+    confidence: float
+    evidence: tuple[str, ...] = field(default_factory=tuple)
+    family: str | None = None
+    provenance: str = "guessed"
+
+    def label(self) -> str:
+        """Human range such as "3.7–3.9", "≥ 4.4" or "3.9" (still a guess)."""
+        if self.version_min is None:
+            return "unknown"
+        if self.version_max is None:
+            return f"≥ {self.version_min}"
+        if self.version_min == self.version_max:
+            return self.version_min
+        return f"{self.version_min}–{self.version_max}"
+
+
+@lru_cache(maxsize=1)
+def release_rows() -> tuple[ReleaseRow, ...]:
+    """All rows of versions_table.json, oldest release first."""
+    data = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
+    rows = []
+    for row in data["releases"]:
+        apis = {int(k): (int(v[0]), int(v[1])) for k, v in row["apis"].items()}
+        rows.append(ReleaseRow(row["release"], row["family"], apis, row["source"]))
+    return tuple(rows)
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    """Sort key for release strings like "0.10.2" or "3.9"."""
+    return tuple(int(p) for p in release.split("."))
+
+
+@lru_cache(maxsize=2)
+def family_rows(family: str) -> tuple[ReleaseRow, ...]:
+    """Rows of one family in release order; KRaft starts from the ZooKeeper rows before 2.8."""
+    rows = [r for r in release_rows() if r.family == family]
+    if family == "kraft":
+        first = rows[0]
+        older = [
+            ReleaseRow(r.release, "kraft", {k: v for k, v in r.apis.items() if k in first.apis},
+                       r.source)
+            for r in release_rows()
+            if r.family == "zk" and release_key(r.release) < release_key(first.release)
+        ]
+        rows = older + rows
+    return tuple(sorted(rows, key=lambda r: release_key(r.release)))
+
+
+def _introduced(prev: ReleaseRow | None, row: ReleaseRow) -> list[tuple[int, str, int]]:
+    """Changes a release brought: (key, "max"|"min", version) checks."""
+    out: list[tuple[int, str, int]] = []
+    for key, (lo, hi) in sorted(row.apis.items()):
+        before = prev.apis.get(key) if prev else None
+        if before is None or hi > before[1]:
+            out.append((key, "max", hi))
+        if before is not None and lo > before[0]:
+            out.append((key, "min", lo))
+    return out
+
+
+def _meets(table: ApiTable, key: int, kind: str, version: int) -> bool:
+    have = table.get(key)
+    if have is None:
+        return False
+    return have[1] >= version if kind == "max" else have[0] >= version
+
+
+def detect_family(table: ApiTable) -> str:
+    """"zk" when the broker advertises ZooKeeper-only inter-broker keys, else "kraft"."""
+    return "zk" if any(k in table for k in _ZK_ONLY_KEYS) else "kraft"
+
+
+def _beyond_newest(table: ApiTable, newest: ReleaseRow) -> list[int]:
+    return sorted(
+        k for k, (_lo, hi) in table.items()
+        if k not in newest.apis or hi > newest.apis[k][1]
+    )
+
+
+def _vendor_hint(table: ApiTable, family: str) -> tuple[str, str] | None:
+    """Modest non-Apache recognition; returns (software, evidence) or None."""
+    api_max = table.get(_API_VERSIONS, (0, 0))[1]
+    produce_max = table.get(0, (0, 0))[1]
+    if family == "kraft" and _DESCRIBE_QUORUM not in table and produce_max >= 9:
+        # Every Apache KRaft broker (2.8+) advertises DescribeQuorum; a broker with modern
+        # Produce versions, no ZooKeeper keys and no DescribeQuorum is another implementation.
+        if api_max <= 3:
+            return ("Redpanda or another Kafka-compatible broker",
+                    "no DescribeQuorum (55) and no ZooKeeper inter-broker keys, ApiVersions ≤ v3: "
+                    "the pattern of Redpanda, not of an Apache Kafka broker")
+        return ("Kafka-compatible broker (not Apache Kafka)",
+                "no DescribeQuorum (55) and no ZooKeeper inter-broker keys with Produce "
+                f"v{produce_max}: no Apache Kafka release advertises this")
+    if family == "kraft" and produce_max > 0 and produce_max < 9:
+        # KRaft brokers appeared with Produce v9 (2.8); older Produce without ZK keys is not Apache.
+        return ("Kafka-compatible broker (not Apache Kafka)",
+                f"Produce max v{produce_max} (pre-2.8) without ZooKeeper inter-broker keys: "
+                "no Apache Kafka broker of that age lacks them (e.g. Event Hubs, kfake, Tansu)")
+    return None
+
+
+def guess(table: ApiTable) -> VersionGuess:
+    """Match an ApiVersions table (api_key -> (min, max)) against the Apache Kafka releases."""
+    if not table:
+        return VersionGuess(UNKNOWN, None, None, 0.0, ("no ApiVersions answer",), None, "unknown")
+    family = detect_family(table)
+    rows = family_rows(family)
+    statuses: list[tuple[ReleaseRow, float | None]] = []
+    prev: ReleaseRow | None = None
+    for row in rows:
+        checks = _introduced(prev, row)
+        if checks:
+            met = sum(_meets(table, k, kind, v) for k, kind, v in checks)
+            statuses.append((row, met / len(checks)))
+        else:
+            statuses.append((row, None))
+        prev = row
+
+    evidence: list[str] = [
+        "ZooKeeper-mode broker (advertises LeaderAndIsr/StopReplica/UpdateMetadata)"
+        if family == "zk" else "no ZooKeeper inter-broker keys: KRaft broker (or non-Apache)"
+    ]
+    has = [i for i, (_r, ratio) in enumerate(statuses) if ratio is not None and ratio >= 0.5]
+    if not has:
+        return VersionGuess(UNKNOWN, None, None, 0.05,
+                            (*evidence, "matches no Apache Kafka release ≥ 0.10.0"), family,
+                            "unknown")
+    lo_i = has[-1]
+    hi_i = len(statuses) - 1
+    for j in range(lo_i + 1, len(statuses)):
+        ratio = statuses[j][1]
+        if ratio is not None and ratio < 0.5:
+            hi_i = j - 1
+            break
+    else:
+        hi_i = len(statuses) - 1
+
+    low_row = statuses[lo_i][0]
+    evidence.append(f"has what {low_row.release} introduced ("
+                    f"{_describe(_introduced(statuses[lo_i - 1][0] if lo_i else None, low_row))})")
+    if hi_i + 1 < len(statuses):
+        nxt = statuses[hi_i + 1][0]
+        missing = [c for c in _introduced(statuses[hi_i][0], nxt)
+                   if not _meets(table, *c)]
+        evidence.append(f"lacks what {nxt.release} introduced ({_describe(missing)})")
+
+    confidence = 0.9
+    skipped = [statuses[i][0].release for i in range(lo_i)
+               if statuses[i][1] is not None and statuses[i][1] < 0.5]
+    if skipped:
+        confidence -= 0.15 * len(skipped)
+        evidence.append(f"but lacks changes of earlier releases {', '.join(skipped)}")
+    partial = [statuses[i][0].release for i in range(hi_i + 1)
+               if statuses[i][1] is not None and 0 < statuses[i][1] < 1]
+    if partial:
+        confidence -= 0.03 * len(partial)
+        evidence.append(f"partial match for {', '.join(partial)}")
+    differing = sorted(k for k in set(table) | set(low_row.apis)
+                       if table.get(k) != low_row.apis.get(k))
+    if differing:
+        confidence -= min(0.3, 0.02 * len(differing))
+        evidence.append(f"{len(differing)} keys differ from {low_row.release}'s table: "
+                        f"{differing[:12]}")
+
+    version_min: str | None = low_row.release
+    version_max: str | None = statuses[hi_i][0].release
+    newest = rows[-1]
+    if hi_i == len(statuses) - 1:
+        extra = _beyond_newest(table, newest)
+        if family == "zk":
+            evidence.append("ZooKeeper mode ended with 3.9 (KIP-500, removed in 4.0)")
+        elif extra:
+            version_max = None
+            evidence.append(f"advertises more than {newest.release} (keys {extra[:12]}): "
+                            "a newer release than this table knows")
+    if family == "kraft" and table.get(0, (0, 0))[0] >= 3:
+        evidence.append("old protocol versions removed (Produce min v3): Kafka 4.0+ (KIP-896)")
+    elif family == "kraft" and release_key(low_row.release) >= (3, 0):
+        evidence.append("old protocol versions still served: before 4.0 (KIP-896)"
+                        if version_max and release_key(version_max) < (4, 0) else
+                        "old protocol versions still served")
+
+    software = APACHE
+    hint = _vendor_hint(table, family)
+    if hint is not None:
+        software, why = hint
+        evidence.append(why)
+        evidence.append("release range is the Apache Kafka API level it resembles")
+        confidence = min(confidence, 0.4)
+    elif len(skipped) >= 2 or len(differing) > max(8, len(table) // 3):
+        software = "Kafka-compatible broker (unrecognised)"
+        confidence = min(confidence, 0.3)
+    return VersionGuess(software, version_min, version_max, round(max(0.05, confidence), 2),
+                        tuple(evidence), family, "guessed")
+
+
+_KEY_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+              9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 15: "DescribeGroups",
+              16: "ListGroups", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
+              22: "InitProducerId", 24: "AddPartitionsToTxn", 28: "TxnOffsetCommit",
+              35: "DescribeLogDirs", 36: "SaslAuthenticate", 42: "DeleteGroups",
+              55: "DescribeQuorum", 60: "DescribeCluster", 66: "ListTransactions",
+              68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75:
+              "DescribeTopicPartitions"}
+
+
+def _describe(checks: list[tuple[int, str, int]], limit: int = 4) -> str:
+    parts = [f"{_KEY_NAMES.get(k, f'key {k}')} {kind} v{v}" for k, kind, v in checks[:limit]]
+    if len(checks) > limit:
+        parts.append(f"+{len(checks) - limit} more")
+    return ", ".join(parts) or "nothing"

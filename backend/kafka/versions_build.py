@@ -1,0 +1,117 @@
+"""Builds versions_table.json, the Apache Kafka release fingerprints used by versions.py.
+
+Releases 2.8 and newer come straight from the message JSON inside each release's
+kafka-clients jar (``common/message/*Request.json``: apiKey, validVersions, listeners,
+latestVersionUnstable). Releases 0.10.0-2.7 predate those files; their max versions are the
+cumulative bumps recorded in franz-go's pkg/kversion (checked here against the 2.8.2 jar).
+
+Run: ``python -m backend.kafka.versions_build JAR [JAR ...] > backend/kafka/versions_table.json``
+where each JAR is a kafka-clients-<version>.jar (e.g. from ~/.m2 after ``mvn dependency:get``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+ApiTable = dict[int, tuple[int, int]]
+
+# (release, keys bumped (repeats allowed), number of keys appended) per franz-go kversion;
+# appended keys start at the current length. Only zkBroker keys are kept below.
+_PRE_28: list[tuple[str, list[int], int]] = [
+    ("0.8.0", [], 8),
+    ("0.8.1", [], 2),
+    ("0.8.2", [8, 9], 3),
+    ("0.9.0", [0, 1, 6, 7, 8], 4),
+    ("0.10.0", [0, 1, 3, 6], 2),
+    ("0.10.1", [1, 2, 3, 11], 2),
+    ("0.10.2", [6, 19], 0),
+    ("0.11.0", [0, 1, 1, 3, 9, 10, 2, 3, 8, 9, 11, 12, 13, 14, 15, 16, 18, 19, 20], 13),
+    ("1.0", [0, 1, 3, 4, 6, 0, 17], 4),
+    ("1.1", [1, 32], 5),
+    ("2.0", [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 24, 25, 26, 28,
+             32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 29, 30, 31, 23], 0),
+    ("2.1", [8, 20, 1, 2, 3, 8, 9, 23, 28, 0, 1], 0),
+    ("2.2", [2, 11, 36, 4, 5, 6, 7], 1),
+    ("2.3", [3, 15, 1, 23, 11, 8, 12, 14], 1),
+    ("2.4", [4, 15, 19, 43, 13, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22,
+             38, 42, 43, 44, 0], 3),
+    ("2.5", [22, 9, 36, 37, 39, 40, 41, 28, 29, 30, 31, 11, 14], 0),
+    ("2.6", [21, 35, 5, 16, 32], 2),
+    ("2.7", [37, 19, 20, 22, 24, 25, 26, 1], 8),
+]
+# Keys franz-go lists without the zkBroker listener (KRaft-only) among those appended by 2.7.
+_NOT_ZK = {52, 53, 54, 55}
+
+
+def pre_28_tables() -> list[tuple[str, ApiTable]]:
+    """Cumulative ZooKeeper-broker tables for 0.8.0-2.7 (min version 0 everywhere)."""
+    versions: list[int] = []
+    out: list[tuple[str, ApiTable]] = []
+    for release, bumps, appended in _PRE_28:
+        versions.extend([0] * appended)
+        for key in bumps:
+            versions[key] += 1
+        table = {k: (0, v) for k, v in enumerate(versions) if k not in _NOT_ZK}
+        out.append((release, table))
+    return out
+
+
+def api_table_from_jar(jar: str | Path, listener: str) -> ApiTable:
+    """Advertised (min, max) per api key for a listener ("zkBroker"/"broker") from a kafka-clients jar."""
+    out: ApiTable = {}
+    with zipfile.ZipFile(jar) as zf:
+        for name in zf.namelist():
+            if not (name.startswith("common/message/") and name.endswith("Request.json")):
+                continue
+            text = re.sub(r"//[^\n]*", "", zf.read(name).decode("utf-8"))
+            key_m = re.search(r'"apiKey"\s*:\s*(\d+)', text)
+            valid_m = re.search(r'"validVersions"\s*:\s*"([^"]+)"', text)
+            if key_m is None or valid_m is None or valid_m.group(1) == "none":
+                continue
+            listeners_m = re.search(r'"listeners"\s*:\s*\[([^\]]*)\]', text)
+            listeners = re.findall(r'"(\w+)"', listeners_m.group(1)) if listeners_m else ["zkBroker"]
+            if listener not in listeners:
+                continue
+            lo_s, _, hi_s = valid_m.group(1).partition("-")
+            lo, hi = int(lo_s), int(hi_s or lo_s)
+            if re.search(r'"latestVersionUnstable"\s*:\s*true', text):
+                hi -= 1  # brokers do not advertise unstable versions by default
+            if hi >= lo:
+                out[int(key_m.group(1))] = (lo, hi)
+    return out
+
+
+def _release_of(jar: Path) -> tuple[str, str]:
+    m = re.search(r"kafka-clients-(\d+)\.(\d+)\.(\d+)", jar.name)
+    if m is None:
+        raise SystemExit(f"cannot read a version from {jar.name}")
+    return f"{m.group(1)}.{m.group(2)}", f"{m.group(1)}.{m.group(2)}.{m.group(3)}"
+
+
+def build(jars: list[Path]) -> dict[str, object]:
+    """The whole versions_table.json document."""
+    rows: list[dict[str, object]] = []
+    for release, table in pre_28_tables():
+        if release.startswith(("0.8", "0.9")):
+            continue
+        rows.append({"release": release, "family": "zk", "source": "franz-go kversion",
+                     "apis": {str(k): list(v) for k, v in sorted(table.items())}})
+    for jar in sorted(jars, key=lambda p: [int(x) for x in _release_of(p)[1].split(".")]):
+        release, full = _release_of(jar)
+        for family, listener in (("zk", "zkBroker"), ("kraft", "broker")):
+            table = api_table_from_jar(jar, listener)
+            if table:
+                rows.append({"release": release, "family": family,
+                             "source": f"kafka-clients-{full}.jar",
+                             "apis": {str(k): list(v) for k, v in sorted(table.items())}})
+    return {"about": "Apache Kafka broker ApiVersions per release; built by "
+                     "backend/kafka/versions_build.py", "releases": rows}
+
+
+if __name__ == "__main__":
+    json.dump(build([Path(p) for p in sys.argv[1:]]), sys.stdout, indent=None, separators=(",", ":"))
+    sys.stdout.write("\n")
