@@ -293,7 +293,7 @@ def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.Pa
 
 def _refuse_inline_secrets(table: dict[str, Any], index: int | None, source: str, lines: _KeyLines) -> None:
     where = f"cluster '{table.get('name', f'#{index + 1}')}'" if index is not None else "settings"
-    for key, value in _walk(table):
+    for key, _value in _walk(table):
         leaf = key.rsplit(".", 1)[-1].lower()
         if leaf in _INLINE_SECRET_KEYS or key.lower() in _INLINE_SECRET_KEYS:
             line = lines.find(index, key)

@@ -33,9 +33,13 @@ ARTIFACTS = REPO / "artifacts"
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
-    """On a failure, attach the tail of every rig log so the cause is in the report."""
+    """Attach rig log tails to failures; in CI, turn skips into failures."""
     outcome = yield
     report = outcome.get_result()
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        # In CI a missing component is a failure, never a silent skip.
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, which counts as a failure: {report.longrepr}"
     if report.failed and LOG_FILES:
         for log in LOG_FILES:
             report.sections.append((f"rig log {log.parent.name}/{log.name}", log_tail(log, 40)))

@@ -30,7 +30,7 @@ def _key() -> rsa.RSAPrivateKey:
 def make_tls_files(folder: Path, hostname: str = "localhost") -> TlsFiles:
     """Create a CA and a server certificate valid for 127.0.0.1 and localhost."""
     folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = _key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fleetview test CA")])
     ca_cert = (

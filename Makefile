@@ -1,0 +1,62 @@
+# Fleet view for Apache Kafka: `make demo` runs the product, `make test` runs every test.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMPS := .cache/stamps
+KAFKA_VERSIONS := 3.9.2 4.3.1
+PYTEST_ARGS ?=
+
+.PHONY: demo test install install-dev deps-system deps-demo-system kafka-jars lint typecheck unit clean
+
+demo: install deps-demo-system
+	$(PY) -m backend demo
+
+test: install-dev deps-system kafka-jars lint typecheck
+	mkdir -p artifacts
+	$(PY) -m pytest --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
+
+unit: install-dev
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMPS)/requirements: requirements.txt | $(VENV)/bin/python
+	$(PIP) install --quiet -r requirements.txt
+	mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/requirements-dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	$(PIP) install --quiet -r requirements-dev.txt
+	mkdir -p $(STAMPS) && touch $@ $(STAMPS)/requirements
+
+install: $(STAMPS)/requirements
+
+install-dev: $(STAMPS)/requirements-dev
+
+# Debian packages: Chromium (UI tests, PNG/SVG export) and kcat (peer in tests and benchmarks).
+# Installed when run as root; otherwise they must already be there.
+deps-system:
+	@bash scripts/install-system-deps.sh chromium kcat
+
+# The demo registers its ZooKeeper-mode lab cluster in Debian's ZooKeeper server when it can.
+deps-demo-system:
+	@bash scripts/install-system-deps.sh --optional chromium zookeeper
+
+# Kafka broker jars for the test rig, from Maven Central through tests/pom.xml, cached in .cache/kafka.
+kafka-jars: $(foreach v,$(KAFKA_VERSIONS),$(STAMPS)/kafka-$(v))
+
+$(STAMPS)/kafka-%: tests/pom.xml
+	mvn -B -q -f tests/pom.xml -Dkafka.version=$* dependency:copy-dependencies
+	mkdir -p $(STAMPS) && touch $@
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+
+typecheck: install-dev
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .cache artifacts .pytest_cache .mypy_cache .ruff_cache
