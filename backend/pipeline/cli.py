@@ -1,0 +1,65 @@
+"""`python -m backend analyze`: run the Spark pipeline over the lake."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the analyze command's flags to ``parser``."""
+    parser.add_argument("--lake", default=None,
+                        help="lake path or URI (file://, s3a://, hdfs://); default: fleet file or ./lake")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL; default: fleet file, $FLEETVIEW_SPARK_MASTER or local[*]")
+    parser.add_argument("--full", action="store_true", help="recompute from every snapshot")
+    parser.add_argument("--window-days", type=float, default=None,
+                        help="only instances whose latest snapshot is this recent")
+    parser.add_argument("--config", default=None, help="fleet file (TOML) for lake_path/spark_master")
+
+
+def _settings(args: argparse.Namespace) -> tuple[str, str | None]:
+    lake, master = args.lake, args.master
+    if args.config:
+        from backend.config import load_fleet
+
+        settings = load_fleet(args.config).settings
+        lake = lake or settings.lake_path
+        master = master or settings.spark_master
+    return lake or "./lake", master
+
+
+def run_analyze_command(args: argparse.Namespace) -> int:
+    """Run the analysis from parsed args; prints progress and a summary, returns the exit code."""
+    from backend.pipeline.job import run_analysis
+
+    try:
+        lake, master = _settings(args)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    summary = run_analysis(lake, master=master, full=args.full, window_days=args.window_days,
+                           progress=lambda msg: print(f"  .. {msg}", flush=True))
+    alerts = ", ".join(f"{sev}: {summary.alerts_by_severity.get(sev, 0)}"
+                       for sev in ("critical", "warning", "info"))
+    print(f"analyze {lake} ({'full' if summary.full else 'incremental'})")
+    print(f"  files processed:     {summary.files_processed}")
+    print(f"  records read:        {summary.records_read} rows, {summary.snapshots_read} snapshots")
+    print(f"  client instances:    {summary.instances}")
+    print(f"  quarantined (total): {summary.quarantined}")
+    print(f"  sensitive dropped:   {summary.sensitive_dropped}")
+    print(f"  untyped records:     {summary.untyped}")
+    print(f"  alerts:              {alerts}" + (" (unchanged)" if summary.skipped else ""))
+    print(f"  took {summary.duration_s:.1f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point (also used by spark-submit backend/pipeline/job.py)."""
+    parser = argparse.ArgumentParser(prog="analyze")
+    add_analyze_arguments(parser)
+    return run_analyze_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""Declarative catalog of client misconfiguration rules, evaluated in Spark.
+
+Instance rules are SQL conditions over one client instance's latest config, written with
+placeholders: ``{num:k}`` = the value of key k as a number, ``{str:k}`` = the lower-cased
+string value, ``{has:k}`` = the key was reported. A rule whose keys are absent never fires
+(an unreported value is unknown, not wrong). Fleet rules look across instances and are
+evaluated by the function named in ``fleet``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+DOC = "https://kafka.apache.org/documentation/"
+SHARED_CLIENT_ID_THRESHOLD = 10
+# KIP-896: Kafka 4.0 keeps only protocol versions of Kafka 2.1 and later (Java clients >= 2.1)
+# and the versions librdkafka 1.8.2 (the client release KIP-896 analysed) uses.
+MIN_JAVA_FOR_KAFKA4 = (2, 1, 0)
+MIN_LIBRDKAFKA_FOR_KAFKA4 = (1, 8, 2)
+GROUP_CONSISTENCY_KEYS = ("session.timeout.ms", "max.poll.interval.ms", "heartbeat.interval.ms",
+                          "group.protocol", "partition.assignment.strategy")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One misconfiguration rule."""
+
+    id: str
+    severity: str
+    title: str
+    rationale: str
+    doc_url: str
+    keys: tuple[str, ...]
+    client_types: tuple[str, ...] = ()
+    condition: str | None = None
+    fleet: str | None = None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("CC001", "critical", "Idempotent producer without acks=all",
+         "Idempotence requires acks=all; the Java producer refuses to start and other clients "
+         "silently weaken or disable idempotence.",
+         DOC + "#producerconfigs_enable.idempotence", ("enable.idempotence", "acks"),
+         ("producer", "streams"),
+         "{str:enable.idempotence} = 'true' AND {str:acks} NOT IN ('all', '-1')"),
+    Rule("CC002", "critical", "Idempotent producer with more than 5 in-flight requests",
+         "Ordering and deduplication are only guaranteed with "
+         "max.in.flight.requests.per.connection <= 5 when idempotence is on.",
+         DOC + "#producerconfigs_max.in.flight.requests.per.connection",
+         ("enable.idempotence", "max.in.flight.requests.per.connection"), ("producer", "streams"),
+         "{str:enable.idempotence} = 'true' AND {num:max.in.flight.requests.per.connection} > 5"),
+    Rule("CC003", "warning", "Producer retries disabled",
+         "retries=0 turns every transient error (leader change, timeout) into a lost send.",
+         DOC + "#producerconfigs_retries", ("retries",), ("producer", "streams"),
+         "{num:retries} = 0"),
+    Rule("CC004", "warning", "acks=0: fire and forget",
+         "With acks=0 the producer never learns whether a record was written; records are lost "
+         "silently on any broker problem.",
+         DOC + "#producerconfigs_acks", ("acks",), ("producer", "streams"), "{str:acks} = '0'"),
+    Rule("CC005", "warning", "delivery.timeout.ms shorter than linger.ms + request.timeout.ms",
+         "delivery.timeout.ms must be at least linger.ms + request.timeout.ms, otherwise records "
+         "expire before a single request can complete.",
+         DOC + "#producerconfigs_delivery.timeout.ms",
+         ("delivery.timeout.ms", "linger.ms", "request.timeout.ms"), ("producer", "streams"),
+         "{num:delivery.timeout.ms} < {num:linger.ms} + {num:request.timeout.ms}"),
+    Rule("CC006", "warning", "Batching disabled (batch.size=0)",
+         "batch.size=0 sends every record in its own request, multiplying broker load.",
+         DOC + "#producerconfigs_batch.size", ("batch.size",), ("producer", "streams"),
+         "{num:batch.size} = 0"),
+    Rule("CC007", "warning", "Retries without idempotence can reorder records",
+         "With idempotence off, retries > 0 and more than one in-flight request, a retried "
+         "batch can land after a later one.",
+         DOC + "#producerconfigs_max.in.flight.requests.per.connection",
+         ("enable.idempotence", "retries", "max.in.flight.requests.per.connection"),
+         ("producer", "streams"),
+         "{str:enable.idempotence} = 'false' AND {num:retries} > 0 "
+         "AND {num:max.in.flight.requests.per.connection} > 1"),
+    Rule("CC008", "warning", "buffer.memory smaller than batch.size",
+         "A single batch cannot fit in the producer's buffer; send() blocks until max.block.ms.",
+         DOC + "#producerconfigs_buffer.memory", ("buffer.memory", "batch.size"),
+         ("producer", "streams"), "{num:buffer.memory} < {num:batch.size}"),
+    Rule("CC009", "warning", "session.timeout.ms below 3 x heartbeat.interval.ms",
+         "The heartbeat interval should be at most a third of the session timeout so a member "
+         "survives a missed heartbeat.",
+         DOC + "#consumerconfigs_heartbeat.interval.ms",
+         ("session.timeout.ms", "heartbeat.interval.ms"), ("consumer", "streams"),
+         "{num:session.timeout.ms} < 3 * {num:heartbeat.interval.ms}"),
+    Rule("CC010", "warning", "fetch.max.wait.ms not below request.timeout.ms",
+         "A fetch may legitimately wait fetch.max.wait.ms; if that reaches request.timeout.ms "
+         "idle fetches time out and reconnect.",
+         DOC + "#consumerconfigs_fetch.max.wait.ms", ("fetch.max.wait.ms", "request.timeout.ms"),
+         ("consumer", "share_consumer", "streams"),
+         "{num:fetch.max.wait.ms} >= {num:request.timeout.ms}"),
+    Rule("CC011", "info", "auto.offset.reset=none",
+         "A consumer without committed offsets throws NoOffsetForPartitionException instead of "
+         "starting; fine when deliberate, surprising otherwise.",
+         DOC + "#consumerconfigs_auto.offset.reset", ("auto.offset.reset",),
+         ("consumer", "streams"), "{str:auto.offset.reset} = 'none'"),
+    Rule("CC012", "warning", "Extreme max.poll.records",
+         "max.poll.records above 10000 risks exceeding max.poll.interval.ms while processing; "
+         "1 makes every poll a round trip.",
+         DOC + "#consumerconfigs_max.poll.records", ("max.poll.records",),
+         ("consumer", "share_consumer", "streams"),
+         "{num:max.poll.records} > 10000 OR {num:max.poll.records} = 1"),
+    Rule("CC013", "warning", "Extreme max.poll.interval.ms",
+         "Below 10 s members are evicted during ordinary processing pauses; above 1 h a stuck "
+         "consumer holds its partitions for too long.",
+         DOC + "#consumerconfigs_max.poll.interval.ms", ("max.poll.interval.ms",),
+         ("consumer", "share_consumer", "streams"),
+         "{num:max.poll.interval.ms} < 10000 OR {num:max.poll.interval.ms} > 3600000"),
+    Rule("CC014", "warning", "session.timeout.ms outside the broker's default bounds",
+         "Brokers reject JoinGroup when session.timeout.ms is outside group.min.session.timeout.ms "
+         "(6 s) .. group.max.session.timeout.ms (30 min) by default.",
+         DOC + "#brokerconfigs_group.min.session.timeout.ms", ("session.timeout.ms",),
+         ("consumer", "streams"),
+         "{num:session.timeout.ms} < 6000 OR {num:session.timeout.ms} > 1800000"),
+    Rule("CC015", "info", "Missing or generated client.id",
+         "Without a stable client.id, quotas, request logs and broker metrics cannot name the "
+         "application.",
+         DOC + "#producerconfigs_client.id", ("client.id",), (), fleet="missing_client_id"),
+    Rule("CC016", "warning", f"One client.id shared by more than {SHARED_CLIENT_ID_THRESHOLD} "
+         "instances",
+         "Quotas and metrics are per client.id; many instances sharing one id share one quota "
+         "and become indistinguishable.",
+         DOC + "#design_quotas", ("client.id",), (), fleet="shared_client_id"),
+    Rule("CC017", "warning", "Members of one consumer group disagree on group settings",
+         "Members of a group with different session/poll/heartbeat settings or assignors "
+         "rebalance unpredictably; the group behaves like its weakest member.",
+         DOC + "#consumerconfigs_session.timeout.ms", GROUP_CONSISTENCY_KEYS, (),
+         fleet="group_disagreement"),
+    Rule("CC018", "critical", "Client too old for the cluster's Kafka 4.x brokers",
+         "Kafka 4.0 removed protocol versions older than Kafka 2.1 (KIP-896): Java clients "
+         "below 2.1 and librdkafka below 1.8.2 get UNSUPPORTED_VERSION.",
+         "https://cwiki.apache.org/confluence/display/KAFKA/KIP-896%3A+Remove+old+client+protocol+API+versions+in+Kafka+4.0",
+         ("client_software_version",), (), fleet="client_too_old"),
+)
+
+_PLACEHOLDER = re.compile(r"\{(num|str|has):([A-Za-z0-9_.\-]+)\}")
+
+
+def compile_condition(condition: str) -> str:
+    """Expand the rule placeholders into Spark SQL over the ``cfg`` map column."""
+
+    def expand(match: re.Match[str]) -> str:
+        kind, key = match.groups()
+        if kind == "num":
+            return f"try_cast(cfg['{key}'] AS DOUBLE)"
+        if kind == "str":
+            return f"lower(cfg['{key}'])"
+        return f"map_contains_key(cfg, '{key}')"
+
+    return _PLACEHOLDER.sub(expand, condition)
+
+
+def rule_by_id(rule_id: str) -> Rule:
+    """Look a rule up by id."""
+    for rule in RULES:
+        if rule.id == rule_id:
+            return rule
+    raise KeyError(rule_id)
+
+
+def _observed(keys: tuple[str, ...]) -> Column:
+    return F.to_json(F.map_from_arrays(
+        F.array(*[F.lit(k) for k in keys]), F.array(*[F.col("cfg")[k] for k in keys])))
+
+
+def _alert_frame(rule: Rule, df: DataFrame, observed: Column, explanation: Column) -> DataFrame:
+    """Shape matches rows into the config_alerts columns (before computed_at/schema_version)."""
+    keys = ",".join(rule.keys)
+    return df.select(
+        F.substring(F.sha2(F.concat_ws("|", F.lit(rule.id), F.col("cluster_id"),
+                                       F.coalesce(F.col("client_instance_id"), F.lit("")),
+                                       F.coalesce(F.col("group_id"), F.lit("")),
+                                       F.coalesce(F.col("client_id"), F.lit("")),
+                                       F.col("alert_keys")), 256), 1, 20).alias("alert_id"),
+        F.lit(rule.id).alias("rule_id"),
+        F.lit(rule.severity).alias("severity"),
+        F.lit(rule.title).alias("title"),
+        "cluster_id",
+        "client_instance_id",
+        "client_id",
+        "group_id",
+        "client_type",
+        F.col("alert_keys").alias("keys"),
+        observed.alias("observed_json"),
+        explanation.alias("explanation"),
+        F.lit(rule.doc_url).alias("doc_url"),
+    ) if "alert_keys" in df.columns else _alert_frame(
+        rule, df.withColumn("alert_keys", F.lit(keys)), observed, explanation)
+
+
+def _with_ids(df: DataFrame) -> DataFrame:
+    return df.withColumn("group_id", F.col("cfg")["group.id"])
+
+
+def evaluate_instance_rule(rule: Rule, configs: DataFrame) -> DataFrame:
+    """Alerts of one instance rule over instance_configs()."""
+    assert rule.condition is not None
+    scope = configs
+    if rule.client_types:
+        scope = scope.where(F.col("client_type").isin(*rule.client_types))
+    present = " AND ".join(f"map_contains_key(cfg, '{k}')" for k in rule.keys)
+    matched = _with_ids(scope).where(F.expr(f"({present}) AND ({compile_condition(rule.condition)})"))
+    return _alert_frame(rule, matched, _observed(rule.keys), F.lit(rule.rationale))
+
+
+_GENERATED_ID = r"^(producer-[0-9]+|consumer-.*-?[0-9]+|adminclient-[0-9]+|rdkafka|)$"
+
+
+def _missing_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
+    effective = F.coalesce(F.col("client_id"), F.col("cfg")["client.id"], F.lit(""))
+    matched = _with_ids(configs).where(effective.rlike(_GENERATED_ID))
+    return _alert_frame(rule, matched, _observed(("client.id",)), F.lit(rule.rationale))
+
+
+def _shared_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
+    shared = (
+        configs.where(F.col("client_id").isNotNull() & (F.col("client_id") != ""))
+        .groupBy("cluster_id", "client_id")
+        .agg(F.count(F.lit(1)).alias("n"), F.first("client_type").alias("client_type"))
+        .where(F.col("n") > SHARED_CLIENT_ID_THRESHOLD)
+        .withColumn("client_instance_id", F.lit(None).cast("string"))
+        .withColumn("group_id", F.lit(None).cast("string"))
+    )
+    observed = F.to_json(F.create_map(F.lit("client.id"), F.col("client_id"),
+                                      F.lit("instances"), F.col("n").cast("string")))
+    explanation = F.concat(F.lit(f"{rule.rationale} Instances sharing it: "),
+                           F.col("n").cast("string"), F.lit("."))
+    return _alert_frame(rule, shared, observed, explanation)
+
+
+def _group_disagreement(rule: Rule, configs: DataFrame, *, group_drift: DataFrame | None = None,
+                        **_: DataFrame | None) -> DataFrame:
+    if group_drift is None:
+        raise ValueError("group_disagreement needs the group_drift frame")
+    rows = (
+        group_drift.where(F.col("key").isin(*GROUP_CONSISTENCY_KEYS))
+        .withColumn("client_instance_id", F.lit(None).cast("string"))
+        .withColumn("client_id", F.lit(None).cast("string"))
+        .withColumn("client_type", F.lit("consumer"))
+        .withColumn("alert_keys", F.col("key"))
+    )
+    explanation = F.concat(F.lit(f"{rule.rationale} Members by value: "),
+                           F.col("value_counts_json"), F.lit("."))
+    observed = F.to_json(F.create_map(F.col("key"), F.col("value_counts_json")))
+    return _alert_frame(rule, rows, observed, explanation)
+
+
+def _version_number(version: Column) -> Column:
+    """'2.0.1' -> 20001 (major*10000 + minor*100 + patch); null when unparsable."""
+    parts = [F.regexp_extract(version, r"^v?(\d+)\.(\d+)(?:\.(\d+))?", i) for i in (1, 2, 3)]
+    number = (parts[0].cast("int") * 10000 + parts[1].cast("int") * 100
+              + F.coalesce(F.when(parts[2] != "", parts[2].cast("int")), F.lit(0)))
+    return F.when(parts[0] != "", number)
+
+
+def broker_major_versions(broker_snapshots: DataFrame) -> DataFrame:
+    """Per cluster_id: the highest broker major version seen in its latest poll."""
+    version = F.when(F.col("version_provenance").isin("reported", "zookeeper"),
+                     F.col("software_version")).when(
+        F.col("version_provenance") == "guessed", F.col("version_min"))
+    latest_poll = broker_snapshots.groupBy("cluster_id").agg(F.max("polled_at").alias("polled_at"))
+    return (
+        broker_snapshots.join(latest_poll, ["cluster_id", "polled_at"])
+        .withColumn("major", F.regexp_extract(version, r"^(\d+)\.", 1))
+        .where(F.col("major") != "")
+        .groupBy("cluster_id")
+        .agg(F.max(F.col("major").cast("int")).alias("broker_major"),
+             F.max(version).alias("broker_version"))
+    )
+
+
+def _client_too_old(rule: Rule, configs: DataFrame, *, brokers: DataFrame | None = None,
+                    **_: DataFrame | None) -> DataFrame:
+    if brokers is None:
+        return _alert_frame(rule, _with_ids(configs).limit(0), F.lit("{}"), F.lit(""))
+    name = F.lower(F.coalesce(F.col("client_software_name"), F.lit("")))
+    version = F.coalesce(F.col("client_software_version"), F.lit(""))
+    rd_version = F.regexp_extract(version, r"rdkafka[-_ ]?v?(\d+\.\d+(?:\.\d+)?)", 1)
+    java_min = MIN_JAVA_FOR_KAFKA4[0] * 10000 + MIN_JAVA_FOR_KAFKA4[1] * 100 + MIN_JAVA_FOR_KAFKA4[2]
+    rd_min = (MIN_LIBRDKAFKA_FOR_KAFKA4[0] * 10000 + MIN_LIBRDKAFKA_FOR_KAFKA4[1] * 100
+              + MIN_LIBRDKAFKA_FOR_KAFKA4[2])
+    is_java = name.contains("java")
+    is_rd = name.contains("rdkafka") | (rd_version != "")
+    rd_number = _version_number(F.when(rd_version != "", rd_version).otherwise(version))
+    too_old = (is_java & (_version_number(version) < java_min)) | (
+        ~is_java & is_rd & (rd_number < rd_min))
+    matched = (
+        _with_ids(configs).join(brokers, "cluster_id")
+        .where((F.col("broker_major") >= 4) & too_old)
+    )
+    observed = F.to_json(F.create_map(
+        F.lit("client_software_name"), F.col("client_software_name"),
+        F.lit("client_software_version"), F.col("client_software_version"),
+        F.lit("broker_version"), F.col("broker_version")))
+    explanation = F.concat(F.lit(f"{rule.rationale} Brokers run "), F.col("broker_version"),
+                           F.lit("."))
+    return _alert_frame(rule, matched, observed, explanation)
+
+
+_FLEET = {
+    "missing_client_id": _missing_client_id,
+    "shared_client_id": _shared_client_id,
+    "group_disagreement": _group_disagreement,
+    "client_too_old": _client_too_old,
+}
+
+
+def evaluate_rules(
+    configs: DataFrame,
+    *,
+    group_drift: DataFrame,
+    brokers: DataFrame | None = None,
+    rules: tuple[Rule, ...] = RULES,
+) -> DataFrame:
+    """All alerts of ``rules`` over instance_configs(); ``brokers`` from broker_major_versions."""
+    frames = []
+    for rule in rules:
+        if rule.condition is not None:
+            frames.append(evaluate_instance_rule(rule, configs))
+        else:
+            assert rule.fleet is not None
+            frames.append(_FLEET[rule.fleet](rule, configs, group_drift=group_drift,
+                                             brokers=brokers))
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result

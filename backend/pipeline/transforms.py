@@ -1,0 +1,220 @@
+"""Pure DataFrame -> DataFrame transforms over client_configs rows (one row per snapshot key)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from backend.pipeline.schema import NUMERIC_CONFIG_TYPES
+
+# Internal stand-ins so nulls can take part in equi-joins; never written out.
+_NULL_TYPE = "\u0000none"
+_NULL_VALUE = "\u0000null"
+
+INSTANCE_COLUMNS = (
+    "client_instance_id", "snapshot_id", "received_at", "cluster_id", "broker_id", "client_id",
+    "client_type", "client_software_name", "client_software_version", "principal",
+    "client_address",
+)
+# Keys that differ between members of a healthy group, so they are not group drift.
+GROUP_IDENTITY_KEYS = ("group.id", "client.id", "group.instance.id", "client.rack",
+                       "transactional.id", "bootstrap.servers")
+
+
+def latest_snapshots(
+    configs: DataFrame, since: datetime | None = None, until: datetime | None = None
+) -> DataFrame:
+    """Keep only the rows of each client instance's latest snapshot (within [since, until)).
+
+    Latest = greatest (received_at, snapshot_id); rows ingested twice are deduplicated.
+    """
+    rows = configs
+    if since is not None:
+        rows = rows.where(F.col("received_at") >= F.lit(since))
+    if until is not None:
+        rows = rows.where(F.col("received_at") < F.lit(until))
+    chosen = rows.groupBy("client_instance_id").agg(
+        F.max(F.struct("received_at", "snapshot_id")).alias("latest")
+    ).select("client_instance_id", F.col("latest.snapshot_id").alias("snapshot_id"))
+    return rows.join(chosen, ["client_instance_id", "snapshot_id"], "left_semi").dropDuplicates(
+        ["client_instance_id", "snapshot_id", "key"]
+    )
+
+
+def instances(latest: DataFrame) -> DataFrame:
+    """One row per client instance with its identity columns."""
+    return latest.select(*INSTANCE_COLUMNS).dropDuplicates(["client_instance_id"])
+
+
+def distributions(latest: DataFrame) -> DataFrame:
+    """Instances per (cluster, client type, key, value) and their share of that key's instances."""
+    per_key = Window.partitionBy("cluster_id", "client_type", "key")
+    return (
+        latest.groupBy("cluster_id", "client_type", "key", "value")
+        .agg(F.count(F.lit(1)).alias("instance_count"))
+        .withColumn("total_instances", F.sum("instance_count").over(per_key))
+        .withColumn("share", F.col("instance_count") / F.col("total_instances"))
+    )
+
+
+def default_share(latest: DataFrame) -> DataFrame:
+    """Per (cluster, client type, key): how many instances run the default vs an override."""
+    return (
+        latest.groupBy("cluster_id", "client_type", "key")
+        .agg(
+            F.count(F.lit(1)).alias("instances"),
+            F.sum(F.when(F.col("is_default"), 1).otherwise(0)).cast("long").alias("default_count"),
+        )
+        .withColumn("overridden_count", F.col("instances") - F.col("default_count"))
+        .withColumn("default_share", F.col("default_count") / F.col("instances"))
+    )
+
+
+def numeric_summary(latest: DataFrame) -> DataFrame:
+    """min, p50, p90, max (exact, linear interpolation) of numeric keys per cluster/type/key."""
+    numeric = latest.where(F.col("type").isin(*NUMERIC_CONFIG_TYPES)).withColumn(
+        "number", F.expr("try_cast(value AS DOUBLE)")
+    )
+    return (
+        numeric.groupBy("cluster_id", "client_type", "key")
+        .agg(
+            F.first("type").alias("type"),
+            F.count(F.lit(1)).alias("instances"),
+            F.sum(F.when(F.col("number").isNull() & F.col("value").isNotNull(), 1).otherwise(0))
+            .cast("long").alias("unparsable"),
+            F.min("number").alias("min"),
+            F.expr("percentile(number, array(0.5, 0.9))").alias("pct"),
+            F.max("number").alias("max"),
+        )
+        .select("cluster_id", "client_type", "key", "type", "instances", "unparsable", "min",
+                F.col("pct")[0].alias("p50"), F.col("pct")[1].alias("p90"), "max")
+    )
+
+
+def _nn_type(col: str = "client_type") -> Column:
+    return F.coalesce(F.col(col), F.lit(_NULL_TYPE))
+
+
+def _restore_type(col: str = "client_type") -> Column:
+    return F.when(F.col(col) == _NULL_TYPE, F.lit(None).cast("string")).otherwise(F.col(col))
+
+
+def dominant_values(dist: DataFrame) -> DataFrame:
+    """Per (cluster, client type, key): the most common value (ties: smallest value)."""
+    order = Window.partitionBy("cluster_id", "client_type", "key").orderBy(
+        F.col("instance_count").desc(), F.col("value").asc_nulls_last()
+    )
+    ranked = dist.withColumn("rank", F.row_number().over(order))
+    return ranked.where("rank = 1").select(
+        "cluster_id", "client_type", "key",
+        F.col("value").alias("dominant_value"), F.col("share").alias("dominant_share"),
+    )
+
+
+def drift_clusters(dist: DataFrame) -> DataFrame:
+    """Total variation distance ½·Σ|p_a(v) − p_b(v)| of each key between every cluster pair."""
+    d = dist.withColumn("client_type", _nn_type()).withColumn(
+        "v", F.coalesce(F.col("value"), F.lit(_NULL_VALUE))
+    )
+    sides = d.select("client_type", "key", "cluster_id", "total_instances").distinct()
+    a, b = sides.alias("a"), sides.alias("b")
+    pairs = a.join(
+        b,
+        (F.col("a.client_type") == F.col("b.client_type"))
+        & (F.col("a.key") == F.col("b.key"))
+        & (F.col("a.cluster_id") < F.col("b.cluster_id")),
+    ).select(
+        F.col("a.client_type").alias("client_type"), F.col("a.key").alias("key"),
+        F.col("a.cluster_id").alias("cluster_a"), F.col("b.cluster_id").alias("cluster_b"),
+        F.col("a.total_instances").alias("instances_a"),
+        F.col("b.total_instances").alias("instances_b"),
+    )
+    pair_cols = ["client_type", "key", "cluster_a", "cluster_b"]
+    share_a = pairs.join(
+        d.select("client_type", "key", F.col("cluster_id").alias("cluster_a"), "v",
+                 F.col("share").alias("share_a")),
+        ["client_type", "key", "cluster_a"],
+    ).select(*pair_cols, "v", "share_a")
+    share_b = pairs.join(
+        d.select("client_type", "key", F.col("cluster_id").alias("cluster_b"), "v",
+                 F.col("share").alias("share_b")),
+        ["client_type", "key", "cluster_b"],
+    ).select(*pair_cols, "v", "share_b")
+    tvd = (
+        share_a.join(share_b, [*pair_cols, "v"], "full_outer")
+        .groupBy(*pair_cols)
+        .agg((F.sum(F.abs(F.coalesce(F.col("share_a"), F.lit(0.0))
+                          - F.coalesce(F.col("share_b"), F.lit(0.0)))) / 2).alias("tvd"))
+    )
+    dom = dominant_values(dist).withColumn("client_type", _nn_type())
+    dom_a = dom.select("client_type", "key", F.col("cluster_id").alias("cluster_a"),
+                       F.col("dominant_value").alias("dominant_value_a"))
+    dom_b = dom.select("client_type", "key", F.col("cluster_id").alias("cluster_b"),
+                       F.col("dominant_value").alias("dominant_value_b"))
+    return (
+        pairs.join(tvd, pair_cols)
+        .join(dom_a, ["client_type", "key", "cluster_a"])
+        .join(dom_b, ["client_type", "key", "cluster_b"])
+        .withColumn("tvd", F.least(F.greatest(F.col("tvd"), F.lit(0.0)), F.lit(1.0)))
+        .withColumn("client_type", _restore_type())
+        .select(*pair_cols, "tvd", "instances_a", "instances_b", "dominant_value_a",
+                "dominant_value_b")
+    )
+
+
+def drift_keys(dist: DataFrame, pairs: DataFrame) -> DataFrame:
+    """Per (client type, key, cluster): dominant value, distinct values and the key's max TVD."""
+    per_cluster = dist.groupBy("cluster_id", "client_type", "key").agg(
+        F.first("total_instances").alias("instances"),
+        F.count(F.lit(1)).alias("distinct_values"),
+    )
+    max_tvd = pairs.withColumn("client_type", _nn_type()).groupBy("client_type", "key").agg(
+        F.max("tvd").alias("max_tvd"))
+    return (
+        per_cluster.join(dominant_values(dist), ["cluster_id", "client_type", "key"])
+        .withColumn("client_type", _nn_type())
+        .join(max_tvd, ["client_type", "key"], "left")
+        .withColumn("max_tvd", F.coalesce(F.col("max_tvd"), F.lit(0.0)))
+        .withColumn("client_type", _restore_type())
+        .select("client_type", "key", "cluster_id", "instances", "distinct_values",
+                "dominant_value", "dominant_share", "max_tvd")
+    )
+
+
+def group_drift(latest: DataFrame) -> DataFrame:
+    """Keys on which members of one group.id (in one cluster) disagree, with value counts."""
+    groups = latest.where((F.col("key") == "group.id") & F.col("value").isNotNull()).select(
+        "client_instance_id", "cluster_id", F.col("value").alias("group_id"))
+    members = latest.join(groups, ["client_instance_id", "cluster_id"]).where(
+        ~F.col("key").isin(*GROUP_IDENTITY_KEYS))
+    counts = members.groupBy("cluster_id", "group_id", "key", "value").agg(
+        F.count(F.lit(1)).alias("n"))
+    return (
+        counts.groupBy("cluster_id", "group_id", "key")
+        .agg(
+            F.sum("n").cast("long").alias("members"),
+            F.count(F.lit(1)).alias("distinct_values"),
+            F.to_json(F.map_from_entries(F.array_sort(F.collect_list(
+                F.struct(F.coalesce(F.col("value"), F.lit("null")).alias("k"), F.col("n"))
+            )))).alias("value_counts_json"),
+        )
+        .where(F.col("distinct_values") > 1)
+    )
+
+
+def client_versions(latest: DataFrame) -> DataFrame:
+    """Instances per (cluster, client type, software name, software version)."""
+    return (
+        instances(latest)
+        .groupBy("cluster_id", "client_type", "client_software_name", "client_software_version")
+        .agg(F.count(F.lit(1)).alias("instances"))
+    )
+
+
+def instance_configs(latest: DataFrame) -> DataFrame:
+    """One row per instance with its identity columns and a map ``cfg`` of key -> value."""
+    cfg = latest.groupBy("client_instance_id").agg(
+        F.map_from_entries(F.collect_list(F.struct("key", "value"))).alias("cfg"))
+    return instances(latest).join(cfg, "client_instance_id")
