@@ -1,0 +1,124 @@
+"""The pure views behind the pages: version labels, topic paging, changes, overlap, drift, alerts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import plotly.io as pio
+import pytest
+
+from backend.export import config_views, fleet_views
+from dashboard import charts
+
+
+def _broker(**over: object) -> dict[str, object]:
+    row: dict[str, object] = {"software_name": "Apache Kafka", "software_version": "3.9.1",
+                              "version_provenance": "reported", "version_min": None, "version_max": None}
+    row.update(over)
+    return row
+
+
+@pytest.mark.parametrize(("row", "label"), [
+    (_broker(), "3.9.1"),
+    (_broker(version_provenance="zookeeper", software_version="3.9.2"), "3.9.2 (zookeeper)"),
+    (_broker(version_provenance="guessed", software_version=None, version_min="3.7", version_max="3.9"),
+     "3.7–3.9 (guessed)"),
+    (_broker(version_provenance="guessed", version_min="4.0", version_max="4.0"), "4.0 (guessed)"),
+    (_broker(version_provenance="unknown", software_version=None), "unknown"),
+    (_broker(version_provenance=None, software_version=None), "unknown"),
+])
+def test_version_label_never_makes_a_guess_look_like_a_fact(row: dict[str, object], label: str) -> None:
+    assert fleet_views.version_label(pd.Series(row)) == label
+
+
+def test_summarize_versions_uniform_and_mixed() -> None:
+    same = pd.DataFrame([_broker()] * 3)
+    assert fleet_views.summarize_versions(same) == "Apache Kafka 3.9.1 ×3"
+    mixed = pd.DataFrame([_broker(), _broker(software_version="3.8.0")])
+    assert fleet_views.summarize_versions(mixed) == "mixed: Apache Kafka 3.8.0 ×1, Apache Kafka 3.9.1 ×1"
+
+
+def test_age_text_units() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert fleet_views.age_text(now - timedelta(seconds=42), now) == "42 s"
+    assert fleet_views.age_text(now - timedelta(minutes=5), now) == "5 min"
+    assert fleet_views.age_text(now - timedelta(days=3), now) == "3 d"
+    assert fleet_views.age_text(None, now) == "never"
+
+
+def _topics(n: int) -> pd.DataFrame:
+    return pd.DataFrame({
+        "topic": [f"t-{i:06d}" for i in range(n)], "topic_id": [f"id{i}" for i in range(n)],
+        "partitions": 1, "replication_factor": 3, "internal": False,
+        "under_replicated": [1 if i % 1000 == 0 else 0 for i in range(n)],
+    })
+
+
+def test_topic_page_sends_only_one_page_of_100k_topics() -> None:
+    page = fleet_views.topic_page(_topics(100_000), page=3, page_size=50)
+    assert len(page.rows) == 50
+    assert (page.total, page.pages, page.page) == (100_000, 2000, 3)
+    assert page.rows["topic"].iloc[0] == "t-000100"
+    urp = fleet_views.topic_page(_topics(100_000), only_under_replicated=True, page_size=500)
+    assert urp.total == 100
+    beyond = fleet_views.topic_page(_topics(10), page=99, page_size=4)
+    assert beyond.page == 3 and list(beyond.rows["topic"]) == ["t-000008", "t-000009"]
+    with pytest.raises(ValueError, match="page_size"):
+        fleet_views.topic_page(_topics(1), page_size=0)
+
+
+def test_recent_changes_skips_polls_without_data() -> None:
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    polls = pd.DataFrame({"poll_id": ["p1", "p2", "p3"], "polled_at": [t0, t0 + pd.Timedelta(1, "h"), t0 + pd.Timedelta(2, "h")],
+                          "cluster_name": "c", "status": ["ok", "down", "ok"], "controller_id": [1, None, 1]})
+    topics = pd.DataFrame({"poll_id": ["p1", "p1", "p3", "p3"], "cluster_name": "c",
+                           "topic": ["a", "b", "a", "c"], "topic_id": ["a1", "b1", "a2", "c1"]})
+    brokers = pd.DataFrame(columns=["cluster_name", "broker_id", "polled_at", "software_name", "software_version",
+                                    "version_provenance", "version_min", "version_max"])
+    changes = fleet_views.recent_changes(topics, brokers, polls, "c")
+    got = {(r.change, r.subject, r.before, r.after) for r in changes.itertuples()}
+    assert got == {("topic created", "c", "", "c1"), ("topic deleted", "b", "b1", ""), ("topic recreated", "a", "a1", "a2")}
+
+
+def test_topic_overlap_counts_same_name_different_id() -> None:
+    topics = pd.DataFrame({"cluster_name": ["x", "x", "y", "y", "z"], "topic": ["a", "b", "a", "b", "a"],
+                           "topic_id": ["1", "2", "1", "9", "1"]})
+    overlap = config_views.topic_overlap(topics, ["x", "y"])
+    assert (overlap.shared, overlap.same_name_different_id) == (2, 1)
+    row = overlap.table.set_index("topic").loc["a"]
+    assert bool(row["same_id"]) and row["clusters"] == 2
+
+
+def test_drift_matrix_orders_most_drifting_first_and_keeps_chosen_pairs() -> None:
+    drift = pd.DataFrame({"client_type": "producer", "key": ["k1", "k2", "k1"], "cluster_a_name": ["a", "a", "a"],
+                          "cluster_b_name": ["b", "b", "c"], "tvd": [0.1, 0.9, 0.7]})
+    matrix = config_views.drift_matrix(drift, ["a", "b"])
+    assert list(matrix.index) == ["k2 (producer)", "k1 (producer)"]
+    assert list(matrix.columns) == ["a ↔ b"]
+    assert config_views.drift_matrix(drift, ["a", "c"]).loc["k1 (producer)", "a ↔ c"] == pytest.approx(0.7)
+
+
+def test_sensitive_keys_are_dropped_and_redacted() -> None:
+    frame = pd.DataFrame({"key": ["acks", "ssl.keystore.password", "sasl.jaas.config", "ssl.key.password"]})
+    assert list(config_views.drop_sensitive(frame)["key"]) == ["acks"]
+    config = pd.DataFrame([{"computed_at": pd.Timestamp.now(tz="UTC"), "severity": "warning", "rule_id": "r",
+                            "cluster_id": "id", "client_id": "c", "group_id": None, "client_instance_id": "i",
+                            "observed_json": '{"acks": "0", "sasl.jaas.config": "s3cret"}', "title": "t",
+                            "explanation": "e", "doc_url": "u"}])
+    merged = config_views.unified_alerts(pd.DataFrame(), config, {"id": "name"})
+    assert merged.loc[0, "cluster"] == "name"
+    assert "s3cret" not in merged.loc[0, "evidence"] and "[REDACTED]" in merged.loc[0, "evidence"]
+
+
+def test_charts_use_the_registered_fleetview_template() -> None:
+    charts.register_template()
+    assert pio.templates.default == "fleetview"
+    frame = pd.DataFrame({"cluster": ["a", "a", "b"], "key": "acks", "value": ["all", "1", "all"],
+                          "instance_count": [3, 1, 2]})
+    fig = charts.categorical_distribution(frame, key="acks")
+    shares = {(t.name, x): y for t in fig.data for x, y in zip(t.x, t.y, strict=True)}
+    assert shares[("all", "a")] == pytest.approx(0.75) and shares[("all", "b")] == pytest.approx(1.0)
+    assert fig.layout.barmode == "stack"
+    empty = charts.drift_heatmap(pd.DataFrame())
+    assert "no drift results" in empty.layout.annotations[0].text
