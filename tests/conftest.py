@@ -185,14 +185,17 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def wait_for_streamlit(page: Any, timeout_ms: int = 60000) -> None:
-    """Wait until Streamlit has finished running the script for the current page."""
+    """Wait until Streamlit has rendered the current page's main area and stopped running the script."""
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && document.querySelector('[data-testid=\"stMainBlockContainer\"], section.main')",
+        """() => {
+            const main = document.querySelector('[data-testid="stMain"]');
+            const running = document.querySelector('[data-testid="stStatusWidget"]');
+            return main && main.innerText.trim().length > 0 && !running;
+        }""",
         timeout=timeout_ms,
     )
-    page.wait_for_timeout(500)
+    page.wait_for_timeout(300)
 
 
 def page_errors(page: Any) -> list[str]:
