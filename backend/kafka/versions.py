@@ -22,6 +22,9 @@ TABLE_PATH = Path(__file__).with_name("versions_table.json")
 # UpdateMetadata); Kafka 4.0 removed them with ZooKeeper mode.
 _ZK_ONLY_KEYS = (4, 5, 6)
 _DESCRIBE_QUORUM = 55
+# Keys a broker advertises only when a feature or plugin is enabled (consumer/share/streams
+# group protocols, client telemetry). Having one is evidence; lacking one is not.
+GATED_KEYS = frozenset({68, 69, 71, 72, 76, 77, 78, 79, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93})
 _API_VERSIONS = 18
 
 APACHE = "Apache Kafka"
@@ -158,7 +161,7 @@ def guess(table: ApiTable) -> VersionGuess:
     statuses: list[tuple[ReleaseRow, float | None]] = []
     prev: ReleaseRow | None = None
     for row in rows:
-        checks = _introduced(prev, row)
+        checks = [c for c in _introduced(prev, row) if c[0] not in GATED_KEYS or c[0] in table]
         if checks:
             met = sum(_meets(table, k, kind, v) for k, kind, v in checks)
             statuses.append((row, met / len(checks)))
@@ -191,7 +194,7 @@ def guess(table: ApiTable) -> VersionGuess:
     if hi_i + 1 < len(statuses):
         nxt = statuses[hi_i + 1][0]
         missing = [c for c in _introduced(statuses[hi_i][0], nxt)
-                   if not _meets(table, *c)]
+                   if not _meets(table, *c) and (c[0] not in GATED_KEYS or c[0] in table)]
         evidence.append(f"lacks what {nxt.release} introduced ({_describe(missing)})")
 
     confidence = 0.9
@@ -206,7 +209,8 @@ def guess(table: ApiTable) -> VersionGuess:
         confidence -= 0.03 * len(partial)
         evidence.append(f"partial match for {', '.join(partial)}")
     differing = sorted(k for k in set(table) | set(low_row.apis)
-                       if table.get(k) != low_row.apis.get(k))
+                       if table.get(k) != low_row.apis.get(k)
+                       and (k not in GATED_KEYS or k in table))
     if differing:
         confidence -= min(0.3, 0.02 * len(differing))
         evidence.append(f"{len(differing)} keys differ from {low_row.release}'s table: "
