@@ -1,0 +1,87 @@
+"""`python -m backend lab`: starts the fleet, pushes a generated client fleet, prints where things are."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from backend.configs.ingest import ingest_sink
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _lab_file(tmp: Path) -> Path:
+    path = tmp / "lab.toml"
+    path.write_text("""
+[lab]
+state_dir = "state"
+
+[[clusters]]
+name = "eu"
+profile = "apache-kafka-4-kraft-kip885"
+policy = { push_config = true }
+brokers = [{ id = 1, rack = "a" }, { id = 2, rack = "b" }]
+topics = [{ name = "orders", partitions = 3, replication_factor = 2 }]
+
+[[clusters]]
+name = "edge"
+profile = "redpanda-like-24"
+policy = { push_config = true }
+brokers = [{ id = 0 }]
+
+[[clusters]]
+name = "old"
+profile = "apache-kafka-2.8-zk"
+brokers = [{ id = 1 }]
+""")
+    return path
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "backend", "lab", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+
+
+def test_lab_command_pushes_configs_that_ingest_accepts(tmp_path: Path) -> None:
+    run = _run("--config", str(_lab_file(tmp_path)), "--clients", "40", "--seed", "5", "--duration", "0.5")
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert "pushed 40 client configs: accepted=40" in out
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    for name in ("eu", "edge", "old"):
+        line = next(line for line in out.splitlines() if line.startswith(f"cluster {name} "))
+        assert f"id={state['clusters'][name]['cluster_id']}" in line
+        assert re.search(r"bootstrap=127\.0\.0\.1:\d+", line)
+    assert "sink=" in next(line for line in out.splitlines() if line.startswith("cluster eu "))
+    assert (tmp_path / "state" / "clusters.toml").exists()
+
+    lake = tmp_path / "lake"
+    result = ingest_sink(str(lake), tmp_path / "state" / "sink")
+    assert result.records_read == 40
+    assert result.quarantined_total == 0
+    assert result.records_written == 40
+
+
+def test_same_seed_gives_the_same_fleet_of_configs(tmp_path: Path) -> None:
+    def configs(folder: Path) -> list[tuple[str, list[object]]]:
+        folder.mkdir()
+        assert _run("--config", str(_lab_file(folder)), "--clients", "15", "--seed", "9", "--duration", "0").returncode == 0
+        lines = [json.loads(x) for f in sorted((folder / "state" / "sink").rglob("*.jsonl")) for x in f.read_text().splitlines()]
+        return sorted((r["client_instance_id"], r["configs"]) for r in lines)
+
+    assert configs(tmp_path / "one") == configs(tmp_path / "two")
+
+
+def test_bad_lab_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "lab.toml"
+    bad.write_text('[[clusters]]\nname = "x"\nprofile = "kafka-9000"\nbrokers = [{ id = 1 }]\n')
+    run = _run("--config", str(bad))
+    assert run.returncode == 2
+    assert "unknown profile 'kafka-9000'" in run.stderr
+    missing = _run("--config", str(tmp_path / "nope.toml"))
+    assert missing.returncode == 2 and "lab config not found" in missing.stderr

@@ -1,0 +1,83 @@
+"""Lab clusters with TLS and SASL (PLAIN, SCRAM-SHA-256/512): librdkafka authenticates; bad passwords fail."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from backend.lab.clients import collect_config, push_config
+from backend.lab.fleet import LabFleet
+from backend.lab.model import parse_lab_config
+from tests.rig.tls import make_tls_files
+
+PASSWORD = "lab-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def secure_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabFleet, Path]]:
+    """One SASL_SSL cluster (SCRAM + PLAIN), one SSL-only cluster with PushConfig."""
+    tmp = tmp_path_factory.mktemp("securelab")
+    tls = make_tls_files(tmp / "tls")
+    tls_table = {"certfile": str(tls.server_cert), "keyfile": str(tls.server_key), "cafile": str(tls.ca_cert)}
+    raw = {"lab": {"state_dir": str(tmp / "state")}, "clusters": [
+        {"name": "sasl", "profile": "apache-kafka-4-kraft-kip885", "tls": tls_table,
+         "sasl": {"mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"],
+                  "users": [{"name": "alice", "password": PASSWORD}]},
+         "brokers": [{"id": 1}, {"id": 2}], "topics": [{"name": "secure", "partitions": 2, "replication_factor": 2}]},
+        {"name": "tls", "profile": "apache-kafka-4-kraft-kip885", "tls": tls_table,
+         "policy": {"push_config": True}, "brokers": [{"id": 1}]},
+    ]}
+    fleet = LabFleet(parse_lab_config(raw, tmp))
+    fleet.start()
+    yield fleet, tls.ca_cert
+    fleet.stop()
+
+
+def _admin(fleet: LabFleet, ca: Path, mechanism: str, password: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": fleet.clusters["sasl"].bootstrap, "security.protocol": "SASL_SSL",
+                        "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": password,
+                        "ssl.ca.location": str(ca), "socket.timeout.ms": 5000})
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+def test_sasl_ssl_clients_authenticate_and_read_metadata(secure_lab: tuple[LabFleet, Path], mechanism: str) -> None:
+    fleet, ca = secure_lab
+    admin = _admin(fleet, ca, mechanism, PASSWORD)
+    described = admin.describe_cluster(request_timeout=10).result(timeout=15)
+    assert described.cluster_id == fleet.clusters["sasl"].cluster_id
+    assert "secure" in admin.list_topics(timeout=10).topics
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_wrong_password_is_an_authentication_failure(secure_lab: tuple[LabFleet, Path], mechanism: str) -> None:
+    fleet, ca = secure_lab
+    admin = _admin(fleet, ca, mechanism, "wrong")
+    with pytest.raises(KafkaException) as err:
+        admin.list_topics(timeout=5)
+    assert PASSWORD not in str(err.value)
+
+
+def test_fleet_file_names_the_password_env_not_the_password(secure_lab: tuple[LabFleet, Path], tmp_path: Path) -> None:
+    fleet, ca = secure_lab
+    text = fleet.write_fleet_file(tmp_path / "clusters.toml").read_text()
+    assert PASSWORD not in text
+    assert 'sasl_password_env = "LAB_SASL_PASSWORD"' in text and f"ssl_cafile = {json.dumps(str(ca))}" in text
+
+
+def test_push_config_over_tls(secure_lab: tuple[LabFleet, Path]) -> None:
+    fleet, ca = secure_lab
+    b = fleet.clusters["tls"].brokers[0]
+    ctx = ssl.create_default_context(cafile=str(ca))
+    outcome = push_config(b.host, b.port, collect_config("consumer", {"group.id": "g1"}, {}),
+                          client_instance_id=str(uuid.uuid4()), client_id="c1", software_name="t",
+                          software_version="1", timeout_s=5, ssl_context=ctx)
+    assert outcome.status == "accepted"
+    sink = fleet.clusters["tls"].sink_dir
+    assert sink is not None and len(list(Path(sink).glob("*.jsonl"))) == 1
