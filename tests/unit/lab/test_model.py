@@ -1,0 +1,92 @@
+"""lab.toml validation: good files load, bad ones fail with a message naming the entry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.kafka import protocol as P
+from backend.lab.model import LabConfigError, load_lab_config, load_profiles, parse_lab_config
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _cluster(**overrides: Any) -> dict[str, Any]:
+    return {"name": "c", "profile": "apache-kafka-3.9-zk", "brokers": [{"id": 1}, {"id": 2}], **overrides}
+
+
+def _parse(*clusters: dict[str, Any]) -> Any:
+    return parse_lab_config({"clusters": list(clusters)}, Path("/tmp/x"))
+
+
+def test_repo_lab_toml_loads_with_every_required_profile_kind() -> None:
+    config = load_lab_config(REPO / "lab.toml")
+    profiles = {c.profile.name for c in config.clusters}
+    assert {"apache-kafka-2.8-zk", "apache-kafka-3.9-zk", "apache-kafka-4-kraft-kip885", "redpanda-like-24"} <= profiles
+    assert any(c.misrouted_to for c in config.clusters)
+    assert any(b.software_version for c in config.clusters for b in c.brokers)  # a mid-upgrade cluster
+    assert config.state_file == REPO / ".lab" / "state.json"
+
+
+def test_profiles_only_claim_kip885_where_the_software_has_it() -> None:
+    profiles = load_profiles()
+    assert {n for n, p in profiles.items() if p.kip885} == {"apache-kafka-4-kraft-kip885", "redpanda-like-24"}
+    for p in profiles.values():
+        table = {k: (lo, hi) for k, lo, hi in p.api_versions}
+        assert table[P.API_DESCRIBE_CLUSTER][1] < P.DESCRIBE_CLUSTER_KIP885_VERSION
+        assert P.PUSH_CONFIG_API_KEY not in table
+        assert table[P.API_METADATA][1] >= 8
+
+
+@pytest.mark.parametrize(("cluster", "message"), [
+    (_cluster(profile="nope"), "unknown profile 'nope'"),
+    (_cluster(brokers=[]), "needs at least one broker"),
+    (_cluster(brokers=[{"id": 1}, {"id": 1}]), "duplicate broker ids"),
+    (_cluster(brokers=[{"id": -1}]), "expected an integer >= 0"),
+    (_cluster(topics=[{"name": "t", "replication_factor": 3}]), "exceeds broker count 2"),
+    (_cluster(topics=[{"name": "t", "partitions": 0}]), "expected an integer >= 1"),
+    (_cluster(profile="apache-kafka-4.3-kraft", zookeeper={"chroot": "/x"}), "only ZooKeeper-mode profiles"),
+    (_cluster(zookeeper={"chroot": "nochroot"}), "must start with '/'"),
+    (_cluster(controller_id=9), "controller_id 9 is not one of the brokers"),
+    (_cluster(sasl={"mechanisms": ["GSSAPI"]}), "unsupported SASL mechanism 'GSSAPI'"),
+    (_cluster(misrouted_to="ghost"), "misrouted_to 'ghost' is not a lab cluster"),
+    (_cluster(policy={"client_config_max_bytes": 0}), "policy: expected an integer >= 1"),
+])
+def test_invalid_cluster_is_refused_with_a_clear_message(cluster: dict[str, Any], message: str) -> None:
+    with pytest.raises(LabConfigError, match="cluster 'c'") as err:
+        _parse(cluster)
+    assert message in str(err.value)
+
+
+def test_duplicate_cluster_names_and_empty_lab_are_refused() -> None:
+    with pytest.raises(LabConfigError, match="duplicate cluster names"):
+        _parse(_cluster(), _cluster())
+    with pytest.raises(LabConfigError, match="no \\[\\[clusters\\]\\]"):
+        _parse()
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "lab.toml"
+    bad.write_text("[[clusters]\n")
+    with pytest.raises(LabConfigError, match="invalid TOML"):
+        load_lab_config(bad)
+
+
+def test_defaults_and_controller() -> None:
+    config = _parse(_cluster(brokers=[{"id": 7}, {"id": 3}]))
+    c = config.clusters[0]
+    assert c.effective_controller == 3
+    assert c.policy.push_config is False and c.policy.max_config_bytes == 10240
+    assert config.sink_dir == Path("/tmp/x/.lab/sink")
+
+
+def test_sasl_password_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = _parse(_cluster(sasl={"users": [{"name": "u", "password_env": "LAB_TEST_PW"}]})).clusters[0]
+    assert c.sasl is not None
+    with pytest.raises(LabConfigError, match="LAB_TEST_PW is not set"):
+        c.sasl.users[0].secret()
+    monkeypatch.setenv("LAB_TEST_PW", "s3cret")
+    assert c.sasl.users[0].secret() == "s3cret"
+    assert "s3cret" not in repr(c.sasl.users[0])
