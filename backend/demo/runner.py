@@ -1,0 +1,239 @@
+"""`python -m backend demo`: the lab fleet, a client fleet, the poller, the Spark job and the UI, together."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.demo.procs import ManagedProcess
+from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
+
+REPO = Path(__file__).resolve().parents[2]
+RECREATED_TOPIC = ("prod-eu", "payments")
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the demo command's options."""
+    parser.add_argument("--lab", default=str(REPO / "lab.toml"), help="lab fleet file (default: lab.toml)")
+    parser.add_argument("--lake", default="./lake", help="lake directory (default: ./lake)")
+    parser.add_argument("--state-dir", default=None, help="lab state, sink, logs (default: the lab file's state_dir)")
+    parser.add_argument("--port", type=int, default=8501, help="UI port (default: 8501)")
+    parser.add_argument("--clients", type=int, default=400, help="synthetic client instances pushing configs (default: 400)")
+    parser.add_argument("--seed", type=int, default=1324, help="seed of the synthetic client fleet")
+    parser.add_argument("--poll-interval", type=float, default=15.0, help="seconds between polls (default: 15)")
+    parser.add_argument("--analyze-interval", type=float, default=180.0, help="seconds between Spark runs (default: 180)")
+    parser.add_argument("--zookeeper", default="auto", help="'auto' (start a local one if possible), 'none', or HOST:PORT")
+    parser.add_argument("--no-ui", action="store_true", help="do not start the UI (tests and soak runs)")
+    parser.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
+
+
+@dataclass
+class DemoState:
+    """What the demo has started, so one Ctrl-C can stop all of it."""
+
+    processes: list[ManagedProcess] = field(default_factory=list)  # long-running, restarted if they die
+    jobs: list[ManagedProcess] = field(default_factory=list)  # one-shot ingest/analyze runs
+    zookeeper: LocalZooKeeper | None = None
+    lab: object | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    analyses: int = 0
+    recreated: bool = False
+
+
+def _python() -> list[str]:
+    return [sys.executable, "-m"]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    """Run the demo until Ctrl-C (or --duration); returns the exit code."""
+    from backend.lab.model import LabConfigError, load_lab_config
+
+    try:
+        config = load_lab_config(args.lab)
+    except LabConfigError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    if args.state_dir:
+        state_dir = Path(args.state_dir).resolve()
+        config = dataclasses.replace(config, state_dir=state_dir, state_file=state_dir / "state.json", sink_dir=state_dir / "sink")
+    if not args.no_ui and not _port_free(args.port):
+        print(f"demo: port {args.port} is in use (another demo or Streamlit?); stop it or pass --port", file=sys.stderr)
+        return 2
+    lake = Path(args.lake).resolve()
+    lake.mkdir(parents=True, exist_ok=True)
+    logs = config.state_dir / "logs"
+    state = DemoState()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        state.stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _run(args, config, lake, logs, state)
+    finally:
+        # A second Ctrl-C while stopping must not leave children behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _shutdown(state)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state: DemoState) -> int:
+    from backend.lab.clientgen import generate_clients, push_all
+    from backend.lab.fleet import LabFleet
+
+    print("Fleet view demo: starting the lab fleet, the poller, the Spark job and the UI.", flush=True)
+    zk_connect: str | None = None
+    if args.zookeeper == "auto":
+        state.zookeeper, note = start_local_zookeeper(config.state_dir / "zookeeper")  # type: ignore[attr-defined]
+        zk_connect = state.zookeeper.connect if state.zookeeper else None
+        print(f"  zookeeper: {note}", flush=True)
+    elif args.zookeeper != "none":
+        zk_connect = args.zookeeper
+        print(f"  zookeeper: {zk_connect} (given)", flush=True)
+    else:
+        print("  zookeeper: none (--zookeeper none); ZooKeeper-mode lab clusters run without it", flush=True)
+
+    lab = LabFleet(config, zookeeper_connect=zk_connect)  # type: ignore[arg-type]
+    lab.start()
+    state.lab = lab
+    fleet_file = lab.write_fleet_file(config.state_dir / "clusters.toml")  # type: ignore[attr-defined]
+    for name, info in lab.clusters.items():
+        versions = sorted({b.software_version for b in info.brokers})
+        zk = f", zookeeper {info.zookeeper_connect}{info.zookeeper_chroot}" if info.zookeeper_connect else ""
+        print(f"  lab cluster {name:<13} {info.profile:<30} {', '.join(versions):<14} {info.bootstrap}{zk}", flush=True)
+
+    push_versions = {n: lab.runtimes[n].spec.profile.software_version for n, i in lab.clusters.items() if i.push_config}
+    if push_versions and args.clients > 0:
+        clients = generate_clients(push_versions, args.clients, seed=args.seed)
+        brokers = {n: [(b.host, b.port) for b in lab.clusters[n].brokers] for n in push_versions}
+        outcomes = push_all(clients, brokers, seed=args.seed)
+        counts = Counter(o.status for o in outcomes)
+        print(f"  clients: {len(clients)} synthetic client instances pushed their configs (KIP-1324): "
+              + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
+
+    poller = ManagedProcess(
+        "poller",
+        [*_python(), "backend", "poll", "--config", str(fleet_file), "--lake", str(lake), "--interval", str(args.poll_interval)],
+        logs / "poller.log", cwd=REPO,
+    )
+    poller.start()
+    state.processes.append(poller)
+    print(f"  poller: every {args.poll_interval:.0f}s, pid {poller.pid}, log {poller.log}", flush=True)
+
+    if not args.no_ui:
+        ui = ManagedProcess(
+            "ui",
+            [*_python(), "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.port", str(args.port),
+             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            logs / "ui.log", env={"FLEETVIEW_LAKE": str(lake), "FLEETVIEW_FLEET": str(fleet_file)}, cwd=REPO,
+        )
+        ui.start()
+        state.processes.append(ui)
+        print(f"  ui: http://localhost:{args.port}  (pid {ui.pid}, log {ui.log})", flush=True)
+
+    analyzer = threading.Thread(target=_analysis_loop, args=(args, config, lake, logs, state), name="demo-analysis", daemon=True)
+    analyzer.start()
+    print(f"  spark job: ingest + analyze now and every {args.analyze_interval:.0f}s, logs in {logs}", flush=True)
+    print(f"  lake: {lake}", flush=True)
+    print("Press Ctrl-C once to stop everything.", flush=True)
+
+    started = time.monotonic()
+    first_poll: str | None = None
+    while not state.stop.wait(1.0):
+        if args.duration is not None and time.monotonic() - started > args.duration:
+            break
+        first_poll = first_poll or _latest_poll(lake)
+        if first_poll and not state.recreated:
+            _recreate_topic(lab, state)
+        for process in state.processes:
+            if not process.running() and not state.stop.is_set():
+                print(f"demo: {process.name} exited; restarting it. Last lines:\n{process.tail(10)}", file=sys.stderr, flush=True)
+                process.restarts += 1
+                process.start()
+    return 0
+
+
+def _latest_poll(lake: Path) -> str | None:
+    from backend.store.readers import latest_poll_id
+
+    try:
+        return latest_poll_id(lake)
+    except Exception:  # noqa: BLE001 - a lake being written is simply "not yet"
+        return None
+
+
+def _recreate_topic(lab: object, state: DemoState) -> None:
+    """Delete and recreate one topic after the first poll, so the next poll sees a new topic id (KIP-516)."""
+    cluster, topic = RECREATED_TOPIC
+    try:
+        old = lab.topic_id(cluster, topic)  # type: ignore[attr-defined]
+        new = lab.recreate_topic(cluster, topic)  # type: ignore[attr-defined]
+        print(f"  scenario: recreated topic {topic} on {cluster} ({old} -> {new.topic_id})", flush=True)
+    except KeyError:
+        print(f"  scenario: lab has no topic {topic} on {cluster}; no recreation shown", flush=True)
+    state.recreated = True
+
+
+def _analysis_loop(args: argparse.Namespace, config: object, lake: Path, logs: Path, state: DemoState) -> None:
+    """Ingest the PushConfig sink and run the Spark job now, after the first poll, then every interval."""
+    sink = config.sink_dir  # type: ignore[attr-defined]
+    next_run = time.monotonic()
+    ran_after_poll = False
+    while not state.stop.is_set():
+        polled = _latest_poll(lake) is not None
+        due = time.monotonic() >= next_run or (polled and not ran_after_poll)
+        if due:
+            ran_after_poll = ran_after_poll or polled
+            for name, cmd in (
+                ("ingest", [*_python(), "backend", "ingest", "--sink", str(sink), "--lake", str(lake)]),
+                ("analyze", [*_python(), "backend", "analyze", "--lake", str(lake)]),
+            ):
+                job = ManagedProcess(name, cmd, logs / f"{name}.log", cwd=REPO)
+                job.start()
+                state.jobs.append(job)
+                while job.running() and not state.stop.is_set():
+                    time.sleep(0.5)
+                state.jobs.remove(job)
+                if state.stop.is_set():
+                    job.stop()
+                    return
+                if job.proc is not None and job.proc.returncode != 0:
+                    print(f"demo: {name} failed (exit {job.proc.returncode}):\n{job.tail(10)}", file=sys.stderr, flush=True)
+            state.analyses += 1
+            print(f"  spark job: run {state.analyses} done", flush=True)
+            next_run = time.monotonic() + args.analyze_interval
+        state.stop.wait(1.0)
+
+
+def _shutdown(state: DemoState) -> None:
+    state.stop.set()
+    stopped = 0
+    for process in [*state.jobs, *reversed(state.processes)]:
+        if process.proc is not None:
+            process.stop()
+            stopped += 1
+    if state.lab is not None:
+        state.lab.stop()  # type: ignore[attr-defined]
+    if state.zookeeper is not None:
+        state.zookeeper.stop()
+        stopped += 1
+    print(f"Demo stopped: {stopped} processes and the lab fleet.", flush=True)
