@@ -75,7 +75,8 @@ class LabFleet:
     # -------------------------------------------------------------- lifecycle
 
     def __enter__(self) -> Self:
-        return self.start()
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
