@@ -104,13 +104,15 @@ def run_lab_command(args: argparse.Namespace) -> int:
                 print(f"pushed {len(clients)} client configs: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
         sys.stdout.flush()
         done = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, lambda *_: done.set()) if in_main else None
         try:
             done.wait(args.duration)
         except KeyboardInterrupt:
             pass
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
     finally:
         fleet.stop()
     return 0

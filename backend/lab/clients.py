@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scramp import ScramClient, ScramException
+
 from backend.configs.known_keys import known_type
 from backend.kafka import protocol as P
 
@@ -124,11 +126,49 @@ def collect_config(client_type: str, user_config: Mapping[str, Any], defaults: M
 class PushOutcome:
     """How one client's handshake went; a failure is data, not an exception."""
 
-    status: str  # "accepted", "rejected", "unsupported", "skipped", "error"
+    status: str  # "accepted", "rejected", "unsupported", "skipped", "auth_failed", "error"
     broker: str
     error_code: int | None = None
     error_message: str | None = None
     advertised_api_versions_max: int | None = None
+
+
+@dataclass(frozen=True)
+class SaslCredentials:
+    """SASL login for the config handshake; the password never shows in repr."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
+class _AuthFailed(Exception):
+    pass
+
+
+def _authenticate(sock: socket.socket, creds: SaslCredentials, client_id: str | None, deadline: float) -> None:
+    """SaslHandshake v1 + SaslAuthenticate v2 rounds (PLAIN or SCRAM); raises _AuthFailed."""
+    hs = _exchange(sock, P.encode_request(P.API_SASL_HANDSHAKE, 1, 10, client_id, {"mechanism": creds.mechanism}),
+                   P.API_SASL_HANDSHAKE, 1, deadline)
+    if hs["error_code"] != P.ERROR_NONE:
+        raise _AuthFailed(f"SaslHandshake: {P.error_name(hs['error_code'])} (broker offers {hs['mechanisms']})")
+
+    def step(token: bytes, corr: int) -> bytes:
+        out = _exchange(sock, P.encode_request(P.API_SASL_AUTHENTICATE, 2, corr, client_id, {"auth_bytes": token}),
+                        P.API_SASL_AUTHENTICATE, 2, deadline)
+        if out["error_code"] != P.ERROR_NONE:
+            raise _AuthFailed(f"SaslAuthenticate: {P.error_name(out['error_code'])}: {out['error_message']}")
+        return bytes(out["auth_bytes"] or b"")
+
+    if creds.mechanism == "PLAIN":
+        step(b"\x00" + creds.username.encode() + b"\x00" + creds.password.encode(), 11)
+        return
+    scram = ScramClient([creds.mechanism], creds.username, creds.password)
+    try:
+        scram.set_server_first(step(scram.get_client_first().encode(), 11).decode())
+        scram.set_server_final(step(scram.get_client_final().encode(), 12).decode())
+    except ScramException as exc:
+        raise _AuthFailed(f"SCRAM: {exc}") from None
 
 
 def _exchange(sock: socket.socket, frame: bytes, api_key: int, version: int, deadline: float) -> dict[str, Any]:
@@ -139,8 +179,9 @@ def _exchange(sock: socket.socket, frame: bytes, api_key: int, version: int, dea
 
 def push_config(host: str, port: int, collected: CollectedConfig, *, client_instance_id: str,
                 client_id: str | None, software_name: str, software_version: str,
-                timeout_s: float = PUSH_TIMEOUT_S, ssl_context: ssl.SSLContext | None = None) -> PushOutcome:
-    """Connect, ApiVersions (v5 with ClientInstanceId, KIP-511 fallback), then PushConfig if advertised."""
+                timeout_s: float = PUSH_TIMEOUT_S, ssl_context: ssl.SSLContext | None = None,
+                sasl: SaslCredentials | None = None) -> PushOutcome:
+    """Connect, ApiVersions (v5 with ClientInstanceId, KIP-511 fallback), SASL if given, then PushConfig if advertised."""
     broker = f"{host}:{port}"
     if not collected.entries:
         return PushOutcome("skipped", broker, error_message="every configured key is sensitive; nothing sent")
@@ -165,11 +206,15 @@ def push_config(host: str, port: int, collected: CollectedConfig, *, client_inst
             api_max = apis.get(P.API_API_VERSIONS, (0, 0))[1]
             if P.PUSH_CONFIG_API_KEY not in apis or version < P.API_VERSIONS_CLIENT_INSTANCE_ID_VERSION:
                 return PushOutcome("unsupported", broker, advertised_api_versions_max=api_max)
+            if sasl is not None:
+                _authenticate(sock, sasl, client_id, deadline)
             frame = P.encode_request(P.PUSH_CONFIG_API_KEY, 0, 3, client_id,
                                      {"configs": [e.wire() for e in collected.entries]})
             resp = _exchange(sock, frame, P.PUSH_CONFIG_API_KEY, 0, deadline)
             status = "accepted" if resp["error_code"] == P.ERROR_NONE else "rejected"
             return PushOutcome(status, broker, resp["error_code"], resp["error_message"], api_max)
+    except _AuthFailed as exc:
+        return PushOutcome("auth_failed", broker, error_message=str(exc))
     except (OSError, TimeoutError, P.ProtocolError) as exc:
         return PushOutcome("error", broker, error_message=f"{type(exc).__name__}: {exc}")
 

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from backend.lab.clients import collect_config, push_config
+from backend.lab.clients import SaslCredentials, collect_config, push_config
 from backend.lab.fleet import LabFleet
 from backend.lab.model import parse_lab_config
 from tests.rig.tls import make_tls_files
@@ -30,6 +30,7 @@ def secure_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabFl
         {"name": "sasl", "profile": "apache-kafka-4-kraft-kip885", "tls": tls_table,
          "sasl": {"mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"],
                   "users": [{"name": "alice", "password": PASSWORD}]},
+         "policy": {"push_config": True},
          "brokers": [{"id": 1}, {"id": 2}], "topics": [{"name": "secure", "partitions": 2, "replication_factor": 2}]},
         {"name": "tls", "profile": "apache-kafka-4-kraft-kip885", "tls": tls_table,
          "policy": {"push_config": True}, "brokers": [{"id": 1}]},
@@ -81,3 +82,29 @@ def test_push_config_over_tls(secure_lab: tuple[LabFleet, Path]) -> None:
     assert outcome.status == "accepted"
     sink = fleet.clusters["tls"].sink_dir
     assert sink is not None and len(list(Path(sink).glob("*.jsonl"))) == 1
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_push_config_after_sasl_records_the_principal(secure_lab: tuple[LabFleet, Path], mechanism: str) -> None:
+    fleet, ca = secure_lab
+    b = fleet.clusters["sasl"].brokers[0]
+    ctx = ssl.create_default_context(cafile=str(ca))
+    sink = Path(str(fleet.clusters["sasl"].sink_dir))
+    before = sum(len(f.read_text().splitlines()) for f in sink.glob("*.jsonl"))
+    common = {"client_id": "p1", "software_name": "t", "software_version": "1", "timeout_s": 5, "ssl_context": ctx}
+    collected = collect_config("producer", {"acks": "all"}, {})
+
+    denied = push_config(b.host, b.port, collected, client_instance_id=str(uuid.uuid4()),
+                         sasl=SaslCredentials(mechanism, "alice", "wrong"), **common)  # type: ignore[arg-type]
+    assert denied.status == "auth_failed" and "SASL_AUTHENTICATION_FAILED" in (denied.error_message or "")
+    assert "wrong" not in repr(SaslCredentials(mechanism, "alice", "wrong"))
+
+    instance = str(uuid.uuid4())
+    ok = push_config(b.host, b.port, collected, client_instance_id=instance,
+                     sasl=SaslCredentials(mechanism, "alice", PASSWORD), **common)  # type: ignore[arg-type]
+    assert ok.status == "accepted"
+    lines = [json.loads(x) for f in sink.glob("*.jsonl") for x in f.read_text().splitlines()]
+    assert len(lines) == before + 1
+    rec = next(r for r in lines if r["client_instance_id"] == instance)
+    assert rec["principal"] == "User:alice"
+    assert PASSWORD not in json.dumps(lines)
