@@ -77,6 +77,9 @@ class JavaProcess:
             "-Djava.awt.headless=true",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            # Every request a broker completes is logged with its api key and client id, so tests
+            # can prove which requests the product sent (the read-only test).
+            "-Dorg.slf4j.simpleLogger.log.kafka.request.logger=debug",
             "-cp",
             self.classpath,
             *self.main,

@@ -1,0 +1,73 @@
+"""The product never sends a request that changes a cluster: every request a real broker logs from it is read-only.
+
+The rig runs each broker with `kafka.request.logger` at debug, so the broker itself records the api
+key and client id of every request it completes. A full poll cycle runs through the CLI against
+the real 3.9 (ZooKeeper mode) and 4.x (KRaft) clusters; then the brokers' logs are read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.collect.conftest import kafka4_toml, kafka39_toml, settings_toml
+from tests.rig.kafka import KafkaKraftCluster, KafkaZkCluster, ZooKeeperServer
+from tests.rig.procs import REPO
+
+# Requests that only read. Telemetry (KIP-714) reports client metrics and changes no cluster state.
+READ_ONLY_APIS = {
+    "API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER", "SASL_HANDSHAKE", "SASL_AUTHENTICATE",
+    "DESCRIBE_CONFIGS", "DESCRIBE_TOPIC_PARTITIONS", "LIST_OFFSETS", "DESCRIBE_ACLS",
+    "DESCRIBE_LOG_DIRS", "LIST_GROUPS", "DESCRIBE_GROUPS", "GET_TELEMETRY_SUBSCRIPTIONS", "PUSH_TELEMETRY",
+}  # fmt: skip
+PRODUCT_CLIENT_IDS = re.compile(r"^fleetview")
+COMPLETED = "Completed request:"
+
+
+def _log_sizes(logs: list[Path]) -> dict[Path, int]:
+    return {log: log.stat().st_size for log in logs}
+
+
+def _requests_since(offsets: dict[Path, int]) -> list[tuple[str, str]]:
+    """(api key name, client id) of every request logged after the offsets."""
+    seen: list[tuple[str, str]] = []
+    for log, offset in offsets.items():
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            if COMPLETED not in line:
+                continue
+            payload = line.split(COMPLETED, 1)[1]
+            try:
+                header = json.loads(payload)["requestHeader"]
+            except (ValueError, KeyError):
+                continue
+            seen.append((str(header.get("requestApiKeyName", header.get("requestApiKey"))), str(header.get("clientId"))))
+    return seen
+
+
+def test_a_poll_cycle_sends_only_read_only_requests_to_real_brokers(
+    kafka4: KafkaKraftCluster, kafka39: KafkaZkCluster, zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    fleet = tmp_path / "clusters.toml"
+    fleet.write_text(settings_toml() + kafka4_toml(kafka4) + kafka39_toml(kafka39, zookeeper))
+    logs = [b.proc.log for b in kafka4.brokers] + [b.proc.log for b in kafka39.brokers]
+    offsets = _log_sizes(logs)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "backend", "poll", "--config", str(fleet), "--lake", str(tmp_path / "lake"), "--once"],
+        cwd=REPO, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "kafka4 status=ok" in result.stdout and "kafka39 status=ok" in result.stdout
+
+    requests = _requests_since(offsets)
+    product = [(api, client) for api, client in requests if PRODUCT_CLIENT_IDS.match(client)]
+    apis = {api for api, _ in product}
+    # The cycle really reached every kind of broker with the calls the poller makes.
+    assert {"API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER"} <= apis, sorted(set(requests))[:40]
+    assert apis <= READ_ONLY_APIS, f"non-read-only requests from the product: {sorted(apis - READ_ONLY_APIS)}"
