@@ -85,3 +85,31 @@ def test_bad_lab_file_is_a_clear_error(tmp_path: Path) -> None:
     assert "unknown profile 'kafka-9000'" in run.stderr
     missing = _run("--config", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2 and "lab config not found" in missing.stderr
+
+
+def test_lab_runs_until_interrupted_and_serves_meanwhile(tmp_path: Path) -> None:
+    import signal
+
+    from confluent_kafka.admin import AdminClient
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "backend", "lab", "--config", str(_lab_file(tmp_path))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    try:
+        assert proc.stdout is not None
+        bootstrap = None
+        for line in proc.stdout:
+            if line.startswith("cluster eu "):
+                bootstrap = re.search(r"bootstrap=(\S+)", line).group(1)  # type: ignore[union-attr]
+            if line.startswith("cluster old "):
+                break
+        assert bootstrap is not None
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+        assert "orders" in admin.list_topics(timeout=10).topics
+        assert proc.poll() is None  # still running
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
