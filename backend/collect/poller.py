@@ -109,8 +109,24 @@ def poll_cluster(
         zk_call.start()
 
     admin = clients.get(cluster, settings.request_timeout_s)
+    errors: list[str] = []
     try:
-        description = admin.describe_cluster(timeout())
+        # Metadata first: it goes to any live broker and refreshes the client's view of the
+        # controller, which DescribeCluster is routed to (a stopped broker stays "controller"
+        # in librdkafka's cache otherwise).
+        metadata = admin.metadata(timeout())
+        try:
+            description = admin.describe_cluster(timeout())
+        except AdminCallError as exc:
+            if exc.kind == "auth":
+                raise
+            errors.append(str(exc))
+            description = ClusterDescription(
+                cluster_id=metadata.cluster_id,
+                controller_id=metadata.controller_id,
+                brokers=metadata.brokers,
+                authorized_operations=None,
+            )
     except AdminCallError as exc:
         status = "auth_failed" if exc.kind == "auth" else "down"
         zk_view = _zk_result(zk_call, deadline)
@@ -128,10 +144,8 @@ def poll_cluster(
         lambda: prober(cluster, description.brokers, timeout()), f"probe-{cluster.name}"
     )
     probe_call.start()
-    errors: list[str] = []
     try:
-        names = admin.list_topic_names(timeout())
-        listing = admin.describe_topics(names, timeout(), deadline=deadline)
+        listing = admin.describe_topics(metadata.topic_names, timeout(), deadline=deadline)
     except AdminCallError as exc:
         errors.append(f"topics: {exc}")
         listing = TopicListing(topics=[], failed={})
@@ -158,6 +172,11 @@ def poll_cluster(
 
     snapshot = _assemble(base, description, listing, probes, zk_view, previous)
     snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
+    if snapshot.status == "misrouted":
+        errors.insert(
+            0,
+            f"ZooKeeper /cluster/id is {snapshot.zk_cluster_id} but the brokers report {snapshot.cluster_id}",
+        )
     if errors:
         snapshot.error = "; ".join(errors)
     return finish(snapshot)

@@ -59,7 +59,7 @@ def _api_versions_json(value: Any) -> str | None:
 
 
 def _probe_ms(result: Any, fallback: float) -> float:
-    timings = getattr(result, "timings", None)
+    timings = getattr(result, "timings_ms", None)
     if isinstance(timings, dict):
         for key in ("total_ms", "total"):
             if isinstance(timings.get(key), (int, float)):
@@ -73,7 +73,7 @@ def _probe_ms(result: Any, fallback: float) -> float:
 def outcome_from_result(result: Any, elapsed_ms: float) -> ProbeOutcome:
     """Map a backend.kafka.probe.ProbeResult onto a ProbeOutcome."""
     error = _text(getattr(result, "error", None))
-    reachable = getattr(result, "reachable", None)
+    reachable = getattr(result, "ok", None)
     if reachable is None:
         reachable = error is None
     provenance = getattr(result, "provenance", None) or "unknown"

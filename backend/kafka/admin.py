@@ -61,6 +61,16 @@ class ClusterDescription:
     authorized_operations: list[str] | None
 
 
+@dataclass(frozen=True, slots=True)
+class MetadataView:
+    """Metadata for all topics: cluster id, controller, brokers and topic names."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: list[NodeInfo]
+    topic_names: list[str]
+
+
 @dataclass(slots=True)
 class TopicInfo:
     """A topic with its id and partition health."""
@@ -181,13 +191,27 @@ class ClusterAdmin:
             else None,
         )
 
-    def list_topic_names(self, timeout_s: float) -> list[str]:
-        """Metadata for all topics; return their names."""
+    def metadata(self, timeout_s: float) -> MetadataView:
+        """A fresh Metadata request for all topics (also refreshes the client's controller view)."""
         try:
             metadata = self.client.list_topics(timeout=timeout_s)
         except KafkaException as exc:
             raise self._call_error(exc, "Metadata") from None
-        return sorted(metadata.topics)
+        brokers = sorted(
+            (NodeInfo(b.id, b.host, b.port, None) for b in metadata.brokers.values()),
+            key=lambda n: n.broker_id,
+        )
+        controller = metadata.controller_id
+        return MetadataView(
+            cluster_id=metadata.cluster_id,
+            controller_id=controller if controller is not None and controller >= 0 else None,
+            brokers=brokers,
+            topic_names=sorted(metadata.topics),
+        )
+
+    def list_topic_names(self, timeout_s: float) -> list[str]:
+        """Metadata for all topics; return their names."""
+        return self.metadata(timeout_s).topic_names
 
     def describe_topics(
         self,
