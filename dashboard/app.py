@@ -38,12 +38,11 @@ def sidebar() -> None:
             for key in fleet_views.TAG_KEYS:
                 st.multiselect(key, options.get(key, []), key=f"app_tag_{key}", placeholder=f"all {key}s")
         registry = components.job_registry()
-        left, right = st.columns(2)
-        if left.button("Poll now", key="app_poll", icon=":material/refresh:",
+        if st.button("Poll now", width="stretch", key="app_poll", icon=":material/refresh:",
                        help="Runs python -m backend poll --once in the background"):
             registry.start("poll", jobs.command_for("poll", lake=location, fleet_file=data.fleet_file()),
                            cwd=Path(_ROOT))
-        if right.button("Recompute", key="app_recompute", icon=":material/functions:",
+        if st.button("Recompute", width="stretch", key="app_recompute", icon=":material/functions:",
                         help="Runs python -m backend analyze in the background"):
             registry.start("analyze", jobs.command_for("analyze", lake=location), cwd=Path(_ROOT))
         if registry.current("poll") or registry.current("analyze"):
@@ -52,7 +51,7 @@ def sidebar() -> None:
 
 def main() -> None:
     """Configure the app, draw the shared sidebar and run the selected page."""
-    st.set_page_config(page_title="Kafka fleet view", page_icon="🛰️", layout="wide")
+    st.set_page_config(page_title="Kafka fleet view", page_icon=":material/hub:", layout="wide")
     charts.register_template()
     navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
                                 for path, title, icon, url in PAGES])

@@ -13,7 +13,9 @@ from backend.export import images
 from backend.jobs import JobRegistry
 
 STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_failed": "red", "misrouted": "violet"}
-STATUS_ICONS = {"ok": "🟢", "degraded": "🟠", "down": "🔴", "auth_failed": "🔒", "misrouted": "🟣"}
+# Plain text symbols: headless Chromium often lacks an emoji font.
+STATUS_ICONS = {"ok": "✓", "degraded": "!", "down": "✗", "auth_failed": "✗", "misrouted": "≠"}
+SEVERITY_MARKDOWN_COLORS = {"critical": "red", "warning": "orange", "info": "blue"}
 NO_LAKE_HELP = (
     "No poll snapshots in the lake `{lake}` yet. Run `make demo`, or poll your fleet with "
     "`python -m backend poll --once --config clusters.toml --lake {lake}`, or press **Poll now** in the sidebar."
@@ -28,12 +30,17 @@ def status_badge(status: str, error: str | None = None) -> None:
     """Coloured status badge, with the error underneath when there is one."""
     st.badge(status, color=STATUS_COLORS.get(status, "gray"))  # type: ignore[arg-type]
     if error:
-        st.caption(f"⚠️ {error}")
+        st.caption(f":material/warning: {error}")
 
 
 def status_cell(status: str) -> str:
     """Status text with an icon, for table cells."""
-    return f"{STATUS_ICONS.get(status, '⚪')} {status}"
+    return f"{STATUS_ICONS.get(status, '?')} {status}"
+
+
+def colored_counts(counts: dict[str, int], colors: dict[str, str]) -> str:
+    """Markdown like ':green[ok 3] · :red[down 1]' for tile captions."""
+    return " · ".join(f":{colors.get(name, 'gray')}[{name} {n}]" for name, n in counts.items())
 
 
 def copyable_id(label: str, value: str | None) -> None:
@@ -44,12 +51,12 @@ def copyable_id(label: str, value: str | None) -> None:
 
 def no_lake(location: str) -> None:
     """Explain how to get data into an empty lake."""
-    st.info(NO_LAKE_HELP.format(lake=location), icon="📭")
+    st.info(NO_LAKE_HELP.format(lake=location), icon=":material/inbox:")
 
 
 def no_results(location: str) -> None:
     """Explain how to run the pipeline."""
-    st.info(NO_RESULTS_HELP.format(lake=location), icon="🧮")
+    st.info(NO_RESULTS_HELP.format(lake=location), icon=":material/functions:")
 
 
 def _parquet_bytes(frame: pd.DataFrame) -> bytes:
@@ -94,7 +101,8 @@ def job_progress() -> None:
         if job is None:
             continue
         status = registry.status(job)
-        icon = {"running": "⏳", "succeeded": "✅", "failed": "❌"}[status.state]
+        icon = {"running": ":material/hourglass_top:", "succeeded": ":material/check_circle:",
+                "failed": ":material/error:"}[status.state]
         st.caption(f"{icon} {kind}: {status.state} ({status.elapsed_s:.0f} s)")
         if status.tail:
             st.code("\n".join(status.tail[-4:]), language=None)

@@ -20,12 +20,12 @@ def tiles(location: str) -> None:
     cols = st.columns(4)
     cols[0].metric("Clusters", len(chosen),
                    help="by status: " + ", ".join(f"{k} {v}" for k, v in numbers.clusters_by_status.items()))
-    cols[0].caption(" · ".join(f"{components.status_cell(k)} {v}" for k, v in numbers.clusters_by_status.items()))
+    cols[0].caption(components.colored_counts(numbers.clusters_by_status, components.STATUS_COLORS))
     cols[1].metric("Brokers reachable", f"{numbers.brokers_reachable}/{numbers.brokers}")
     cols[2].metric("Topics", f"{numbers.topics:,}")
     sev = numbers.alerts_by_severity
     cols[3].metric("Alerts", sum(sev.values()))
-    cols[3].caption(f"🔴 critical {sev['critical']} · 🟠 warning {sev['warning']} · 🔵 info {sev['info']}")
+    cols[3].caption(components.colored_counts(sev, components.SEVERITY_MARKDOWN_COLORS))
 
 
 def main() -> None:
