@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from backend.configs.ingest import ingest_sink
+from backend.lab.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -70,21 +73,22 @@ def test_lab_command_pushes_configs_that_ingest_accepts(tmp_path: Path) -> None:
 def test_same_seed_gives_the_same_fleet_of_configs(tmp_path: Path) -> None:
     def configs(folder: Path) -> list[tuple[str, list[object]]]:
         folder.mkdir()
-        assert _run("--config", str(_lab_file(folder)), "--clients", "15", "--seed", "9", "--duration", "0").returncode == 0
+        assert main(["--config", str(_lab_file(folder)), "--clients", "15", "--seed", "9", "--duration", "0"]) == 0
         lines = [json.loads(x) for f in sorted((folder / "state" / "sink").rglob("*.jsonl")) for x in f.read_text().splitlines()]
         return sorted((r["client_instance_id"], r["configs"]) for r in lines)
 
     assert configs(tmp_path / "one") == configs(tmp_path / "two")
 
 
-def test_bad_lab_file_is_a_clear_error(tmp_path: Path) -> None:
+def test_bad_lab_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "lab.toml"
     bad.write_text('[[clusters]]\nname = "x"\nprofile = "kafka-9000"\nbrokers = [{ id = 1 }]\n')
-    run = _run("--config", str(bad))
-    assert run.returncode == 2
-    assert "unknown profile 'kafka-9000'" in run.stderr
-    missing = _run("--config", str(tmp_path / "nope.toml"))
-    assert missing.returncode == 2 and "lab config not found" in missing.stderr
+    assert main(["--config", str(bad)]) == 2
+    assert "unknown profile 'kafka-9000'" in capsys.readouterr().err
+    assert main(["--config", str(tmp_path / "nope.toml")]) == 2
+    assert "lab config not found" in capsys.readouterr().err
+    assert main(["--config", str(_lab_file(tmp_path)), "--clients", "-1"]) == 2
+    assert "--clients must be >= 0" in capsys.readouterr().err
 
 
 def test_lab_runs_until_interrupted_and_serves_meanwhile(tmp_path: Path) -> None:
