@@ -8,6 +8,7 @@ import logging
 import re
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Self
@@ -96,8 +97,8 @@ class LabFleet:
             for name, rt in self.runtimes.items():
                 self.state.clusters[name].ports = {b.id: b.port for b in rt.brokers.values()}
             self.state.save()
-            for rt in self.runtimes.values():
-                self._register_zk(rt)
+            with ThreadPoolExecutor(max_workers=4, thread_name_prefix="lab-zk") as pool:
+                list(pool.map(self._register_zk, self.runtimes.values()))  # bounded by each registrar's timeout
             self._control_task = self._run(self._start_control_watch())
         except BaseException:
             self.stop()
