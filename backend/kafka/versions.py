@@ -227,12 +227,8 @@ def guess(table: ApiTable) -> VersionGuess:
             version_max = None
             evidence.append(f"advertises more than {newest.release} (keys {extra[:12]}): "
                             "a newer release than this table knows")
-    if family == "kraft" and table.get(0, (0, 0))[0] >= 3:
-        evidence.append("old protocol versions removed (Produce min v3): Kafka 4.0+ (KIP-896)")
-    elif family == "kraft" and release_key(low_row.release) >= (3, 0):
-        evidence.append("old protocol versions still served: before 4.0 (KIP-896)"
-                        if version_max and release_key(version_max) < (4, 0) else
-                        "old protocol versions still served")
+    if family == "kraft":
+        evidence.extend(_kip896_evidence(table, rows))
 
     software = APACHE
     hint = _vendor_hint(table, family)
@@ -246,6 +242,22 @@ def guess(table: ApiTable) -> VersionGuess:
         confidence = min(confidence, 0.3)
     return VersionGuess(software, version_min, version_max, round(max(0.05, confidence), 2),
                         tuple(evidence), family, "guessed")
+
+
+def _kip896_evidence(table: ApiTable, rows: tuple[ReleaseRow, ...]) -> list[str]:
+    """Kafka 4.0 stopped serving old versions of many keys (KIP-896): a strong 3.x/4.x signal."""
+    first4 = next((r for r in rows if release_key(r.release) >= (4, 0)), None)
+    if first4 is None:
+        return []
+    raised = [(k, lo) for k, (lo, _hi) in sorted(first4.apis.items()) if lo > 0 and k in table]
+    if not raised:
+        return []
+    met = [(k, lo) for k, lo in raised if table[k][0] >= lo]
+    example = ", ".join(f"{_KEY_NAMES.get(k, f'key {k}')} min v{lo}" for k, lo in (met or raised)[:2])
+    if len(met) * 2 >= len(raised):
+        return [f"old protocol versions removed on {len(met)} of {len(raised)} keys ({example}): "
+                "Kafka 4.0+ (KIP-896)"]
+    return [f"old protocol versions still served ({example} not yet required): before 4.0 (KIP-896)"]
 
 
 _KEY_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",

@@ -85,6 +85,18 @@ def api_table_from_jar(jar: str | Path, listener: str) -> ApiTable:
     return out
 
 
+def advertised_table(table: ApiTable, release: str) -> ApiTable:
+    """What a broker of this release really advertises, where it differs from the JSON.
+
+    Kafka 4.x brokers still advertise Produce from v0 although ProduceRequest.json starts at
+    v3 (KAFKA-18659, kept for librdkafka); seen on a real 4.3.1 broker in the tests.
+    """
+    out = dict(table)
+    if int(release.split(".")[0]) >= 4 and 0 in out:
+        out[0] = (0, out[0][1])
+    return out
+
+
 def _release_of(jar: Path) -> tuple[str, str]:
     m = re.search(r"kafka-clients-(\d+)\.(\d+)\.(\d+)", jar.name)
     if m is None:
@@ -103,7 +115,7 @@ def build(jars: list[Path]) -> dict[str, object]:
     for jar in sorted(jars, key=lambda p: [int(x) for x in _release_of(p)[1].split(".")]):
         release, full = _release_of(jar)
         for family, listener in (("zk", "zkBroker"), ("kraft", "broker")):
-            table = api_table_from_jar(jar, listener)
+            table = advertised_table(api_table_from_jar(jar, listener), release)
             if table:
                 rows.append({"release": release, "family": family,
                              "source": f"kafka-clients-{full}.jar",
