@@ -9,7 +9,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from backend.lab.clientgen import generate_clients, push_all
+from backend.lab.clientgen import push_client_fleet
 from backend.lab.faults import FAULT_MODES, set_fault_in_file
 from backend.lab.fleet import LabFleet
 from backend.lab.model import LabConfigError, load_lab_config
@@ -93,13 +93,10 @@ def run_lab_command(args: argparse.Namespace) -> int:
             push = f" push_config sink={info.sink_dir}" if info.push_config else ""
             print(f"cluster {name} [{info.profile}] id={info.cluster_id} bootstrap={info.bootstrap}{zk}{push}")
         if args.clients:
-            versions = {n: fleet.runtimes[n].spec.profile.software_version for n, i in fleet.clusters.items() if i.push_config}
-            if not versions:
+            clients, outcomes = push_client_fleet(fleet, args.clients, seed=args.seed)
+            if not clients:
                 print("lab: no cluster has policy.push_config enabled; no configs pushed", file=sys.stderr)
             else:
-                clients = generate_clients(versions, args.clients, seed=args.seed)
-                brokers = {n: [(b.host, b.port) for b in fleet.clusters[n].brokers] for n in versions}
-                outcomes = push_all(clients, brokers, seed=args.seed)
                 counts = Counter(o.status for o in outcomes)
                 print(f"pushed {len(clients)} client configs: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
         sys.stdout.flush()

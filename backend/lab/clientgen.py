@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import random
+import ssl
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.lab.clients import ALLOWED_KEYS_CONFIG, DEFAULT_PUSH_KEYS, PushOutcome, SimulatedClient, push_client
+from backend.lab.clients import (
+    ALLOWED_KEYS_CONFIG,
+    DEFAULT_PUSH_KEYS,
+    PushOutcome,
+    SaslCredentials,
+    SimulatedClient,
+    push_client,
+)
+from backend.lab.fleet import LabFleet
 
 JAVA = "apache-kafka-java"
 PYTHON = "confluent-kafka-python"
@@ -206,11 +215,35 @@ def generate_clients(clusters: Mapping[str, str], n: int, seed: int = 1324,
 
 
 def push_all(clients: Sequence[SimulatedClient], brokers: Mapping[str, Sequence[tuple[str, int]]],
-             seed: int = 1324, timeout_s: float = 5.0) -> list[PushOutcome]:
+             seed: int = 1324, timeout_s: float = 5.0,
+             security: Mapping[str, tuple[ssl.SSLContext | None, SaslCredentials | None]] | None = None) -> list[PushOutcome]:
     """Each client pushes once to a randomly chosen broker of its cluster (as KIP-1324 clients do)."""
     rng = random.Random(seed)
     outcomes = []
     for client in clients:
         host, port = rng.choice(list(brokers[client.cluster]))
-        outcomes.append(push_client(client, host, port, timeout_s))
+        ctx, sasl = (security or {}).get(client.cluster, (None, None))
+        outcomes.append(push_client(client, host, port, timeout_s, ssl_context=ctx, sasl=sasl))
     return outcomes
+
+
+def push_client_fleet(fleet: LabFleet, n: int, seed: int = 1324) -> tuple[list[SimulatedClient], list[PushOutcome]]:
+    """Generate n clients over the fleet's PushConfig-enabled clusters and push each one's config once."""
+    enabled = {name: rt for name, rt in fleet.runtimes.items() if rt.spec.policy.push_config}
+    if not enabled:
+        return [], []
+    versions = {name: rt.spec.profile.software_version for name, rt in enabled.items()}
+    clients = generate_clients(versions, n, seed=seed)
+    info = fleet.clusters
+    brokers = {name: [(b.host, b.port) for b in info[name].brokers] for name in enabled}
+    security: dict[str, tuple[ssl.SSLContext | None, SaslCredentials | None]] = {}
+    for name, rt in enabled.items():
+        ctx = None
+        if rt.spec.tls is not None:
+            ctx = ssl.create_default_context(cafile=rt.spec.tls.cafile) if rt.spec.tls.cafile else ssl.create_default_context()
+        creds = None
+        if rt.spec.sasl is not None and rt.spec.sasl.users:
+            user = rt.spec.sasl.users[0]
+            creds = SaslCredentials(rt.spec.sasl.mechanisms[0], user.name, user.secret())
+        security[name] = (ctx, creds)
+    return clients, push_all(clients, brokers, seed=seed, security=security)

@@ -243,9 +243,11 @@ class SimulatedClient:
         return collect_config(self.client_type, self.config, self.defaults)
 
 
-def push_client(client: SimulatedClient, host: str, port: int, timeout_s: float = PUSH_TIMEOUT_S) -> PushOutcome:
+def push_client(client: SimulatedClient, host: str, port: int, timeout_s: float = PUSH_TIMEOUT_S, *,
+                ssl_context: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None) -> PushOutcome:
     """Run one simulated client's config handshake against one broker."""
     return push_config(host, port, client.collect(), client_instance_id=client.client_instance_id,
                        client_id=client.client_id, software_name=client.software_name,
-                       software_version=client.software_version, timeout_s=timeout_s)
+                       software_version=client.software_version, timeout_s=timeout_s,
+                       ssl_context=ssl_context, sasl=sasl)
 

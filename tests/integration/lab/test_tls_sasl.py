@@ -108,3 +108,16 @@ def test_push_config_after_sasl_records_the_principal(secure_lab: tuple[LabFleet
     rec = next(r for r in lines if r["client_instance_id"] == instance)
     assert rec["principal"] == "User:alice"
     assert PASSWORD not in json.dumps(lines)
+
+
+def test_generated_fleet_authenticates_where_the_cluster_needs_it(secure_lab: tuple[LabFleet, Path]) -> None:
+    from backend.lab.clientgen import push_client_fleet
+
+    fleet, _ca = secure_lab
+    clients, outcomes = push_client_fleet(fleet, 12, seed=21)
+    assert len(clients) == 12 and [o.status for o in outcomes] == ["accepted"] * 12
+    sink = Path(str(fleet.clusters["sasl"].sink_dir))
+    by_instance = {json.loads(x)["client_instance_id"]: json.loads(x)
+                   for f in sink.glob("*.jsonl") for x in f.read_text().splitlines()}
+    on_sasl = [c for c in clients if c.cluster == "sasl"]
+    assert on_sasl and all(by_instance[c.client_instance_id]["principal"] == "User:alice" for c in on_sasl)
