@@ -101,6 +101,9 @@ def read_topic(
 
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
+        # confluent-kafka insists on a group.id, but with assign() and no commits the group is
+        # never joined and no offsets are stored on the cluster.
+        "group.id": "fleetview-ingest-noncommitting",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "socket.timeout.ms": int(timeout_s * 1000),
