@@ -19,6 +19,7 @@ from backend.lab.sasl import SaslFailure, SaslSession
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT_S = 600.0  # a silent client is disconnected after this long
+WRITE_TIMEOUT_S = 30.0  # a client that stops reading is disconnected after this long
 MAX_REQUEST_BYTES = 1024 * 1024
 _PRE_AUTH_KEYS = {P.API_API_VERSIONS, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE}
 
@@ -83,11 +84,11 @@ class BrokerServer:
                     writer.write(_malformed(payload))
                 elif faults.drop_mid_response:
                     writer.write(response[: max(1, len(response) // 2)])
-                    await writer.drain()
+                    await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
                     break
                 else:
                     writer.write(response)
-                await writer.drain()
+                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
         except (_Close, P.ProtocolError, TimeoutError, ConnectionError, OSError) as exc:
             log.debug("lab broker %s/%s closes %s: %s", self.cluster.spec.name, self.broker.id, conn.peer, exc)
         except Exception:  # a bug in one connection must not take down the broker

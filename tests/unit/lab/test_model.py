@@ -90,3 +90,27 @@ def test_sasl_password_from_environment(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("LAB_TEST_PW", "s3cret")
     assert c.sasl.users[0].secret() == "s3cret"
     assert "s3cret" not in repr(c.sasl.users[0])
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("prod-eu:1:latency_ms=500", ("prod-eu", 1, "latency_ms", 500)),
+    ("c:2:refuse=true", ("c", 2, "refuse", True)),
+    ("c:2:malformed=off", ("c", 2, "malformed", False)),
+])
+def test_cli_fault_syntax(text: str, expected: tuple[object, ...]) -> None:
+    from backend.lab.cli import _parse_fault
+
+    assert _parse_fault(text) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("c:x:refuse=true", "expected CLUSTER:BROKER:MODE=VALUE"),
+    ("c:1:explode=true", "unknown mode 'explode'"),
+    ("c:1:latency_ms=soon", "whole number"),
+    ("c:1:refuse=maybe", "true or false"),
+])
+def test_cli_fault_syntax_errors(text: str, message: str) -> None:
+    from backend.lab.cli import _parse_fault
+
+    with pytest.raises(ValueError, match=message):
+        _parse_fault(text)
