@@ -1,0 +1,271 @@
+"""`python -m backend demo` end to end, in the order a user meets it.
+
+One demo runs for the module: every page shows data in Chromium with the four alert families;
+then faults (a stopped broker, malformed frames, broken snapshot files) show on their own rows
+and clear; finally one SIGINT stops every process the demo started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import psutil
+import pytest
+
+from backend.store.readers import alerts as read_alerts
+from backend.store.readers import latest_clusters
+from tests.conftest import ARTIFACTS, page_errors, wait_for_streamlit
+from tests.rig.procs import REPO, free_port, log_tail
+
+FLEET_FAMILIES = {"misrouted cluster": "zk_cluster_id_mismatch", "topic recreated": "topic_recreated", "version skew": "version_skew"}
+READY_TIMEOUT_S = 420
+PAGES = {"": "Fleet", "cluster": "Cluster", "compare": "Compare", "client_configs": "Client configs", "alerts": "Alerts", "export": "Export"}
+EMPTY_STATE_MARKERS = ("No poll snapshots", "not run yet", "No client-config results")
+
+
+def _config_alerts(lake: Path) -> pd.DataFrame:
+    path = lake / "results" / "config_alerts"
+    if not path.exists():
+        return pd.DataFrame()
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError):
+        return pd.DataFrame()  # being replaced right now
+
+
+def _families_present(lake: Path) -> set[str]:
+    found = set()
+    fleet = read_alerts(lake)
+    rules = set(fleet["rule"]) if not fleet.empty else set()
+    found |= {family for family, rule in FLEET_FAMILIES.items() if rule in rules}
+    if len(_config_alerts(lake)):
+        found.add("misconfiguration")
+    return found
+
+
+def _descendants(pid: int) -> set[int]:
+    try:
+        return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.add(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+
+@dataclass
+class DemoRun:
+    """The demo subprocess and where it keeps things."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    lake: Path
+    lab_file: Path
+    log: Path
+    started_pids: set[int] = field(default_factory=set)
+
+    @property
+    def url(self) -> str:
+        """The UI's address."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def track(self) -> None:
+        """Remember every process the demo has started so far."""
+        self.started_pids |= _descendants(self.proc.pid)
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run `python -m backend ...` as a user would, next to the running demo."""
+        return subprocess.run([sys.executable, "-m", "backend", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
+    """`python -m backend demo` on a free port, with its own lab state dir and lake."""
+    tmp = tmp_path_factory.mktemp("demo")
+    lab_file = tmp / "lab.toml"
+    text = (REPO / "lab.toml").read_text(encoding="utf-8")
+    lab_file.write_text(re.sub(r'(?m)^state_dir = .*$', f"state_dir = {json.dumps(str(tmp / 'state'))}", text, count=1))
+    port, log = free_port(), tmp / "demo.log"
+    cmd = [sys.executable, "-m", "backend", "demo", "--port", str(port), "--lake", str(tmp / "lake"), "--lab", str(lab_file),
+           "--clients", "240", "--poll-interval", "5", "--analyze-interval", "600"]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    run = DemoRun(proc, port, tmp / "lake", lab_file, log)
+    try:
+        yield run
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in _alive(run.started_pids):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _open(page: Any, url: str) -> str:
+    page.goto(url)
+    wait_for_streamlit(page, timeout_ms=90000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60000)
+    page.wait_for_timeout(1500)
+    assert page_errors(page) == [], url
+    return str(page.inner_text("[data-testid='stMain']"))
+
+
+def _caption_count(page: Any) -> str:
+    return str(page.get_by_text(" alerts", exact=False).filter(has_text=" of ").first.inner_text())
+
+
+@pytest.mark.slow
+def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, browser: Any) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    families: set[str] = set()
+    while time.monotonic() < deadline:
+        assert demo.proc.poll() is None, f"demo exited early:\n{log_tail(demo.log)}"
+        demo.track()
+        families = _families_present(demo.lake)
+        if len(families) == 4:
+            break
+        time.sleep(2)
+    assert families == {*FLEET_FAMILIES, "misconfiguration"}, f"after {READY_TIMEOUT_S}s: {families}\n{log_tail(demo.log)}"
+    print(f"demo: all four alert families in the lake after {READY_TIMEOUT_S - (deadline - time.monotonic()):.0f}s")
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    for path, heading in PAGES.items():
+        main = _open(page, f"{demo.url}/{path}")
+        assert heading in main
+        assert not any(marker in main for marker in EMPTY_STATE_MARKERS), f"{path}: {main[:400]}"
+        assert page.locator("[data-testid='stDataFrame'], [data-testid='stPlotlyChart']").count() > 0, path
+        page.screenshot(path=str(shots / f"demo-{path or 'fleet'}.png"), full_page=True)
+
+    # The Alerts page shows each family: filter by its rule and count what remains.
+    _open(page, f"{demo.url}/alerts")
+    box = page.get_by_label("Rule or subject contains")
+    for family, rule in FLEET_FAMILIES.items():
+        box.fill(rule)
+        box.press("Enter")
+        wait_for_streamlit(page)
+        assert not _caption_count(page).startswith("0 of"), family
+    box.fill("")
+    box.press("Enter")
+    wait_for_streamlit(page)
+    page.get_by_test_id("stMultiSelect").filter(has_text="Source").click()
+    page.get_by_role("option", name="client config").click()
+    page.keyboard.press("Escape")
+    wait_for_streamlit(page)
+    assert not _caption_count(page).startswith("0 of"), "misconfiguration"
+    context.close()
+
+
+def _status(lake: Path, cluster: str) -> tuple[str, str]:
+    rows = latest_clusters(lake)
+    row = rows[rows["cluster_name"] == cluster]
+    return (str(row["status"].iloc[0]), str(row["error"].iloc[0] or "")) if len(row) else ("", "")
+
+
+def _wait_status(demo: DemoRun, cluster: str, wanted: set[str], timeout_s: float = 90) -> tuple[str, str]:
+    deadline = time.monotonic() + timeout_s
+    status = ("", "")
+    while time.monotonic() < deadline:
+        status = _status(demo.lake, cluster)
+        if status[0] in wanted:
+            return status
+        time.sleep(1)
+    raise AssertionError(f"{cluster} never reached {wanted}; last {status}\n{log_tail(demo.log)}")
+
+
+def _grid_text(page: Any) -> list[str]:
+    return [str(cell.inner_text()) for cell in page.query_selector_all("[role=gridcell]")]
+
+
+@pytest.mark.slow
+def test_faults_show_on_their_own_rows_and_clear(demo: DemoRun, browser: Any, tmp_path: Path) -> None:
+    assert demo.proc.poll() is None, log_tail(demo.log)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+
+    # A lab broker goes away and comes back.
+    assert demo.cli("lab", "--config", str(demo.lab_file), "--set-fault", "prod-eu:2:stopped=true").returncode == 0
+    assert _wait_status(demo, "prod-eu", {"degraded"})[0] == "degraded"
+    # Malformed frames from every broker of another cluster.
+    for broker in (0, 1, 2):
+        assert demo.cli("lab", "--config", str(demo.lab_file), "--set-fault", f"edge-rp:{broker}:malformed=true").returncode == 0
+    edge_status, edge_error = _wait_status(demo, "edge-rp", {"down", "degraded"})
+    assert edge_error, "a misbehaving cluster carries its error text"
+    assert _status(demo.lake, "prod-us")[0] == "ok" and _status(demo.lake, "batch-43")[0] == "ok"
+
+    _open(page, demo.url)
+    cells = _grid_text(page)
+    assert any("degraded" in c for c in cells) and any(edge_status in c for c in cells), cells[:80]
+    assert any("ok" in c for c in cells)
+
+    # A directory of broken snapshot files is quarantined with reasons; nothing else is lost.
+    broken = tmp_path / "broken-sink"
+    broken.mkdir()
+    good = {"snapshot_id": "s-good", "received_at": "2026-11-21T00:00:00Z", "cluster_id": "QUJDREVGR0hJSktMTU5PUA",
+            "broker_id": 1, "client_instance_id": "6f1c1f7e-1d5e-4a3e-9a2c-1b2c3d4e5f60", "client_id": "ok-client",
+            "client_type": "producer", "client_software_name": "apache-kafka-java", "client_software_version": "3.9.0",
+            "principal": None, "client_address": None,
+            "configs": [{"key": "acks", "value": "all", "type": "STRING", "is_default": True}]}  # fmt: skip
+    lines = [
+        json.dumps(good),
+        "{not json",
+        json.dumps({k: v for k, v in good.items() if k != "cluster_id"}),
+        json.dumps({**good, "snapshot_id": "s-types", "broker_id": "one"}),
+        json.dumps({**good, "snapshot_id": "s-big", "client_id": "x" * 11000}),
+    ]
+    (broker_file := broken / "broken.jsonl").write_text("\n".join(lines) + "\n")
+    ingest = demo.cli("ingest", "--sink", str(broken), "--lake", str(demo.lake))
+    assert ingest.returncode in (0, 1), ingest.stdout + ingest.stderr
+    assert re.search(r"quarantined:\s+4\b", ingest.stdout), ingest.stdout
+    quarantine = pd.read_parquet(demo.lake / "quarantine")
+    mine = quarantine[quarantine["source"].astype(str).str.contains(str(broker_file.name))]
+    assert len(mine) == 4 and mine["reason"].astype(str).str.len().min() > 0
+    main = _open(page, f"{demo.url}/client_configs")
+    assert "quarantined" in main
+
+    # Faults clear: the rows return to ok.
+    assert demo.cli("lab", "--config", str(demo.lab_file), "--set-fault", "prod-eu:2:stopped=false").returncode == 0
+    for broker in (0, 1, 2):
+        assert demo.cli("lab", "--config", str(demo.lab_file), "--set-fault", f"edge-rp:{broker}:malformed=false").returncode == 0
+    assert _wait_status(demo, "prod-eu", {"ok"})[0] == "ok"
+    assert _wait_status(demo, "edge-rp", {"ok"})[0] == "ok"
+    assert demo.proc.poll() is None, "the demo survived every fault"
+    context.close()
+
+
+@pytest.mark.slow
+def test_one_sigint_stops_every_process_the_demo_started(demo: DemoRun) -> None:
+    assert demo.proc.poll() is None, log_tail(demo.log)
+    demo.track()
+    assert demo.started_pids, "the demo started no child process?"
+    os.kill(demo.proc.pid, signal.SIGINT)
+    try:
+        code = demo.proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"demo did not stop within 90s of SIGINT:\n{log_tail(demo.log)}") from None
+    assert code == 0, log_tail(demo.log)
+    assert "Demo stopped" in demo.log.read_text()
+    time.sleep(1)
+    left = _alive(demo.started_pids)
+    assert left == set(), f"left behind: {[psutil.Process(p).cmdline() for p in left]}"
