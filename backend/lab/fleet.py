@@ -141,6 +141,11 @@ class LabFleet:
             self._control_task.cancel()
         for server in self.servers.values():
             await server.stop()
+        # Connection handlers still waiting on a client end here, so the loop closes clean.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), OP_TIMEOUT_S / 2)
 
     async def _start_control_watch(self) -> asyncio.Task[None]:
         return asyncio.get_running_loop().create_task(self._watch_control_file())

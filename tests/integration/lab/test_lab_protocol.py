@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from backend.kafka import protocol as P
 from backend.lab.fleet import LabFleet
@@ -120,3 +122,24 @@ def test_unknown_api_key_and_garbage_close_cleanly_and_broker_keeps_serving(lab:
         assert s.recv(100) == b""
     c = raw_client(host, port)
     assert c.request(P.API_METADATA, 9, {"topics": None})["cluster_id"] == lab.clusters["k39"].cluster_id
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=st.binary(min_size=0, max_size=64), api_key=st.sampled_from([3, 17, 18, 36, 60, P.PUSH_CONFIG_API_KEY, 7, -1]),
+       version=st.integers(min_value=-2, max_value=20))
+def test_random_request_bodies_never_take_the_broker_down(lab: LabFleet, api_key: int, version: int,
+                                                          payload: bytes) -> None:
+    host, port = _first_broker(lab, "k4")
+    frame = struct.pack(">hhih", api_key, version, 1, 1) + b"f" + payload
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        s.settimeout(5)
+        try:
+            s.recv(1 << 16)  # an answer or a close, never a hang
+        except ConnectionResetError:
+            pass
+    c = RawClient(host, port)
+    try:
+        assert c.request(P.API_METADATA, 1, {"topics": []})["controller_id"] == 1
+    finally:
+        c.close()

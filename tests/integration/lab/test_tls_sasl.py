@@ -121,3 +121,46 @@ def test_generated_fleet_authenticates_where_the_cluster_needs_it(secure_lab: tu
                    for f in sink.glob("*.jsonl") for x in f.read_text().splitlines()}
     on_sasl = [c for c in clients if c.cluster == "sasl"]
     assert on_sasl and all(by_instance[c.client_instance_id]["principal"] == "User:alice" for c in on_sasl)
+
+
+def _tls_raw(fleet: LabFleet, ca: Path) -> tuple[ssl.SSLSocket, str]:
+    import socket
+
+    b = fleet.clusters["sasl"].brokers[0]
+    ctx = ssl.create_default_context(cafile=str(ca))
+    sock = ctx.wrap_socket(socket.create_connection((b.host, b.port), timeout=5), server_hostname=b.host)
+    return sock, b.host
+
+
+def test_requests_before_authentication_close_the_connection(secure_lab: tuple[LabFleet, Path]) -> None:
+    import time
+
+    from backend.kafka import protocol as P
+
+    fleet, ca = secure_lab
+    sock, _host = _tls_raw(fleet, ca)
+    with sock:
+        sock.sendall(P.encode_request(P.API_METADATA, 12, 1, "t", {"topics": None}))
+        with pytest.raises(P.ProtocolError, match="connection closed"):
+            P.read_frame(sock, deadline=time.monotonic() + 5)
+
+
+def test_sasl_handshake_v0_takes_raw_tokens(secure_lab: tuple[LabFleet, Path]) -> None:
+    import struct
+    import time
+
+    from backend.kafka import protocol as P
+
+    fleet, ca = secure_lab
+    sock, _host = _tls_raw(fleet, ca)
+    deadline = time.monotonic() + 5
+    with sock:
+        sock.sendall(P.encode_request(P.API_SASL_HANDSHAKE, 0, 1, "t", {"mechanism": "PLAIN"}))
+        _corr, hs = P.decode_response(P.API_SASL_HANDSHAKE, 0, P.read_frame(sock, deadline=deadline))
+        assert hs["error_code"] == 0 and "PLAIN" in hs["mechanisms"]
+        token = b"\x00alice\x00" + PASSWORD.encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert P.read_frame(sock, deadline=deadline) == b""  # empty server token = success
+        sock.sendall(P.encode_request(P.API_METADATA, 12, 2, "t", {"topics": None}))
+        _corr, md = P.decode_response(P.API_METADATA, 12, P.read_frame(sock, deadline=deadline))
+        assert md["cluster_id"] == fleet.clusters["sasl"].cluster_id
