@@ -91,10 +91,9 @@ def recent_changes(location: str, cluster: str) -> pd.DataFrame:
     """Recent changes of one cluster over its last HISTORY_POLLS polls."""
     mine = frames.poll_history(location, cluster).tail(HISTORY_POLLS)
     polls = set(mine["poll_id"])
-    topics = frames.read_snapshots(location, "topic_snapshots", polls)
-    brokers = frames.read_snapshots(location, "broker_snapshots", polls)
-    return fleet_views.recent_changes(topics[topics["cluster_name"] == cluster],
-                                      brokers[brokers["cluster_name"] == cluster], mine, cluster)
+    topics = frames.read_snapshots(location, "topic_snapshots", polls, cluster)
+    brokers = frames.read_snapshots(location, "broker_snapshots", polls, cluster)
+    return fleet_views.recent_changes(topics, brokers, mine, cluster)
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)

@@ -89,6 +89,13 @@ def main() -> None:
         st.subheader("ZooKeeper")
         st.dataframe(zk, key="cluster_zk", hide_index=True)
 
+    alerts = data.all_alerts(location)
+    alerts = alerts[alerts["cluster"] == cluster]
+    if not alerts.empty:
+        st.subheader("Alerts")
+        st.dataframe(alerts.head(200), key="cluster_alerts", hide_index=True,
+                     column_config={"doc_url": st.column_config.LinkColumn("documentation", display_text="docs ↗")})
+
     st.subheader("Recent changes")
     changes = data.recent_changes(location, cluster)
     if changes.empty:

@@ -37,8 +37,9 @@ def results_exist(location: str) -> bool:
     return folder.is_dir() and any(folder.iterdir())
 
 
-def read_snapshots(location: str, table: str, poll_ids: Iterable[str] | None = None) -> pd.DataFrame:
-    """Read a snapshot table (all polls, or only the files of the given poll ids)."""
+def read_snapshots(location: str, table: str, poll_ids: Iterable[str] | None = None,
+                   cluster: str | None = None) -> pd.DataFrame:
+    """Read a snapshot table (all polls, or only the files of the given poll ids; one cluster or all)."""
     lake = Lake(location)
     files = None
     if poll_ids is not None:
@@ -46,7 +47,8 @@ def read_snapshots(location: str, table: str, poll_ids: Iterable[str] | None = N
         files = [f for f in lake.files(table) if f.poll_id in wanted]
         if not files:
             return schema_for(table).empty_table().to_pandas()
-    return lake.read(table, files).to_pandas()
+    where = ds.field("cluster_name") == cluster if cluster is not None else None
+    return lake.read(table, files, filter=where).to_pandas()
 
 
 def latest_clusters(location: str) -> pd.DataFrame:
@@ -68,8 +70,7 @@ def latest_rows(location: str, table: str, cluster: str | None = None, *, with_d
 def zk_nodes_last_seen(location: str, cluster: str) -> pd.DataFrame:
     """ZooKeeper nodes of the cluster's newest poll that read any (even if the cluster is down now)."""
     recent = set(poll_history(location, cluster)["poll_id"].tail(ZK_LOOKBACK_POLLS))
-    nodes = read_snapshots(location, "zk_snapshots", recent)
-    nodes = nodes[nodes["cluster_name"] == cluster]
+    nodes = read_snapshots(location, "zk_snapshots", recent, cluster)
     if nodes.empty:
         return nodes.reset_index(drop=True)
     return nodes[nodes["poll_id"] == nodes["poll_id"].max()].reset_index(drop=True)

@@ -113,6 +113,13 @@ def test_cluster_topics_are_searched_and_paginated_server_side(fixture_lake: Pat
     assert "broker upgraded" in set(changes["change"])
 
 
+def test_cluster_page_lists_only_that_clusters_alerts(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "cluster", {"cluster": "prod-eu"})
+    alerts = _frame(app, "alerts_table")
+    assert set(alerts["cluster"]) == {"prod-eu"}
+    assert set(alerts["rule"]) == {"topic_recreated", "consumer_short_commit_interval"}
+
+
 def test_cluster_page_shows_zookeeper_nodes(fixture_lake: Path, open_page: OpenPage) -> None:
     app = open_page(fixture_lake, "cluster", {"cluster": "staging"})
     zk = _frame(app, "cluster_zk")
@@ -152,7 +159,7 @@ def test_alerts_merge_fleet_and_config_alerts_and_filter(fixture_lake: Path, ope
     assert set(table["source"]) == {"fleet", "client config"}
     assert list(table["severity"][:2]) == ["critical", "critical"]
     app.multiselect(key="alerts_severity").select("critical").run()
-    assert set(_frame(app, "alerts_table")["rule"]) == {"cluster_down", "producer_acks_zero"}
+    assert set(_frame(app, "alerts_table")["rule"]) == {"broker_missing", "producer_acks_zero"}
     app.text_input(key="alerts_text").input("acks").run()
     assert list(_frame(app, "alerts_table")["subject"]) == ["client billing-writer"]
 
