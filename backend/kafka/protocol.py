@@ -228,6 +228,12 @@ class Reader:
 
     def uvarint(self) -> int:
         """Unsigned varint of at most 5 bytes (32 bits)."""
+        pos = self.pos
+        if pos < self.end:
+            b = self.buf[pos]
+            if b < 0x80:  # the common one-byte case
+                self.pos = pos + 1
+                return b
         return self._uvar(5, "unsigned varint")
 
     def uvarlong(self) -> int:
@@ -820,6 +826,19 @@ class _Compiled:
     min_size: int
 
 
+_FIXED_FORMATS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "float64": "d", "bool": "?"}
+_INT32_ARRAYS: dict[int, struct.Struct] = {}
+
+
+def _int32_array(n: int) -> struct.Struct:
+    st = _INT32_ARRAYS.get(n)
+    if st is None:
+        st = struct.Struct(f">{n}i")
+        if len(_INT32_ARRAYS) < 4096:
+            _INT32_ARRAYS[n] = st
+    return st
+
+
 def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, int]:
     nullable = _in(_vrange(f.nullable), version)
     if f.type.startswith("[]"):
@@ -841,6 +860,23 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
                 return None
             return [item_dec(r) for _ in range(n)]
 
+        def dec_int32_array(r: Reader) -> list[Any] | None:
+            if flex:
+                pos = r.pos
+                if pos < r.end and 0 < r.buf[pos] < 0x80:  # one-byte count, not null
+                    n = r.buf[pos] - 1
+                    if pos + 1 + 4 * n <= r.end:
+                        st = _int32_array(n)
+                        r.pos = pos + 1 + st.size
+                        return list(st.unpack_from(r.buf, pos + 1))
+            n = r.array_len(flex, nullable, 4)  # checked against the bytes left
+            if n is None:
+                return None
+            st = _int32_array(n)
+            values = list(st.unpack_from(r.buf, r.pos))
+            r.pos += st.size
+            return values
+
         def enc_array(w: Writer, v: Any) -> None:
             if v is None:
                 w.array_len(None, flex, nullable)
@@ -851,7 +887,7 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
             for item in v:
                 item_enc(w, item)
 
-        return dec_array, enc_array, (1 if flex else 4)
+        return (dec_int32_array if inner == "int32" else dec_array), enc_array, (1 if flex else 4)
     size = _SCALAR_MIN[f.type]
     if f.type in ("string", "bytes"):
         size = 1 if flex else (2 if f.type == "string" else 4)
@@ -860,46 +896,106 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
 
 _COMPILED: dict[tuple[int, int, bool, bool], _Compiled] = {}
 
+# A decode step writes one or more fields of the dict being built.
+_Step = Callable[[Reader, dict[str, Any]], None]
+
+
+def _fixed_step(names: tuple[str, ...], types: tuple[str, ...]) -> _Step:
+    st = struct.Struct(">" + "".join(_FIXED_FORMATS[t] for t in types))
+    size = st.size
+    what = "+".join(types)
+
+    def step(r: Reader, out: dict[str, Any]) -> None:
+        pos = r.pos
+        if pos + size > r.end:
+            r._need(size, what)  # raises with the standard message
+        out.update(zip(names, st.unpack_from(r.buf, pos), strict=True))
+        r.pos = pos + size
+
+    return step
+
+
+def _field_step(name: str, dec: Decoder) -> _Step:
+    def step(r: Reader, out: dict[str, Any]) -> None:
+        out[name] = dec(r)
+
+    return step
+
+
+def _decode_steps(regular: list[tuple[str, Decoder, Encoder, Any, str | None]],
+                  fixed_types: dict[str, str]) -> list[_Step]:
+    """Group runs of fixed-size scalars into one struct unpack each."""
+    steps: list[_Step] = []
+    run: list[tuple[str, str]] = []
+    for name, dec, _enc, _default, _alias in regular:
+        if name in fixed_types:
+            run.append((name, fixed_types[name]))
+            continue
+        if run:
+            steps.append(_fixed_step(tuple(n for n, _ in run), tuple(t for _, t in run)))
+            run = []
+        steps.append(_field_step(name, dec))
+    if run:
+        steps.append(_fixed_step(tuple(n for n, _ in run), tuple(t for _, t in run)))
+    return steps
+
 
 def _compile(fields: tuple[Field, ...], version: int, flex: bool) -> _Compiled:
     regular: list[tuple[str, Decoder, Encoder, Any, str | None]] = []
     tagged: dict[int, tuple[str, Decoder, Encoder, Any]] = {}
-    absent: list[tuple[str, Any]] = []
+    absent: dict[str, Any] = {}
+    fixed_types: dict[str, str] = {}
     min_size = 1 if flex else 0
     for f in fields:
         if not _in(_vrange(f.versions), version):
-            absent.append((f.name, f.default_value()))
+            absent[f.name] = f.default_value()
             continue
         dec, enc, size = _field_codec(f, version, flex)
         if f.tag is not None:
             if flex:
                 tagged[f.tag] = (f.name, dec, enc, f.default_value())
             else:
-                absent.append((f.name, f.default_value()))
+                absent[f.name] = f.default_value()
             continue
         regular.append((f.name, dec, enc, f.default_value(), f.alias))
+        if f.type in _FIXED_FORMATS:
+            fixed_types[f.name] = f.type
         min_size += size
+    steps = _decode_steps(regular, fixed_types)
+    defaults = dict(absent)
+    for name, _dec, _enc, default in tagged.values():
+        defaults[name] = default
+    list_defaults = tuple(name for name, value in defaults.items() if isinstance(value, list))
+
+    def decode_tags(r: Reader, out: dict[str, Any]) -> None:
+        raw = r.tagged_fields()
+        unknown: dict[int, bytes] = {}
+        for tag, data in raw.items():
+            known = tagged.get(tag)
+            if known is None:
+                unknown[tag] = data
+                continue
+            sub = Reader(data)
+            out[known[0]] = known[1](sub)
+            if sub.remaining():
+                raise ProtocolError(f"tagged field {known[0]} has {sub.remaining()} extra bytes")
+        if unknown:
+            out["_unknown_tagged_fields"] = unknown
 
     def decode(r: Reader) -> dict[str, Any]:
-        out = {name: dec(r) for name, dec, _enc, _d, _a in regular}
-        for name, default in absent:
-            out[name] = default
+        out: dict[str, Any] = {}
+        for step in steps:
+            step(r, out)
+        if defaults:
+            out.update(defaults)
+            for name in list_defaults:
+                out[name] = []  # never share one mutable default between bodies
         if flex:
-            for name, _dec, _enc, default in tagged.values():
-                out[name] = default
-            raw = r.tagged_fields()
-            unknown: dict[int, bytes] = {}
-            for tag, data in raw.items():
-                known = tagged.get(tag)
-                if known is None:
-                    unknown[tag] = data
-                    continue
-                sub = Reader(data)
-                out[known[0]] = known[1](sub)
-                if sub.remaining():
-                    raise ProtocolError(f"tagged field {known[0]} has {sub.remaining()} extra bytes")
-            if unknown:
-                out["_unknown_tagged_fields"] = unknown
+            pos = r.pos
+            if pos < r.end and r.buf[pos] == 0:
+                r.pos = pos + 1  # the common case: no tagged fields
+            else:
+                decode_tags(r, out)
         return out
 
     def encode(w: Writer, body: dict[str, Any]) -> None:
