@@ -181,7 +181,7 @@ def push_config(host: str, port: int, collected: CollectedConfig, *, client_inst
                 client_id: str | None, software_name: str, software_version: str,
                 timeout_s: float = PUSH_TIMEOUT_S, ssl_context: ssl.SSLContext | None = None,
                 sasl: SaslCredentials | None = None) -> PushOutcome:
-    """Connect, ApiVersions (v5 with ClientInstanceId, KIP-511 fallback), SASL if given, then PushConfig if advertised."""
+    """Connect, ApiVersions (ClientInstanceId version, KIP-511 fallback), SASL if given, then PushConfig if advertised."""
     broker = f"{host}:{port}"
     if not collected.entries:
         return PushOutcome("skipped", broker, error_message="every configured key is sensitive; nothing sent")

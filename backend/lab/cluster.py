@@ -236,7 +236,7 @@ class ClusterRuntime:
                               f"PushConfig of {raw_body_size} bytes exceeds client.config.max.bytes={limit}")
         if conn.client_instance_id is None:
             return PushResult(P.INVALID_REQUEST,
-                              "PushConfig needs the ClientInstanceId sent in ApiVersions v5 on this connection")
+                              f"PushConfig needs the ClientInstanceId sent in ApiVersions v{P.API_VERSIONS_CLIENT_INSTANCE_ID_VERSION}+ on this connection")
         kept: list[dict[str, Any]] = []
         violations: list[str] = []
         for c in request.get("configs", []):
