@@ -186,6 +186,8 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
     if not parts:
         return pd.DataFrame(columns=ALERT_COLUMNS)
     frame = pd.concat(parts, ignore_index=True)
+    # The poller writes UTC-aware times, Spark may write naive UTC ones: compare them as UTC.
+    frame["raised_at"] = pd.to_datetime(frame["raised_at"], utc=True)
     frame["_rank"] = frame["severity"].map(SEVERITY_RANK).fillna(9)
     frame = frame.sort_values(["_rank", "raised_at"], ascending=[True, False]).drop(columns="_rank")
     return frame[ALERT_COLUMNS].reset_index(drop=True)

@@ -101,9 +101,9 @@ def age_text(polled_at: pd.Timestamp | datetime | None, now: datetime) -> str:
     return f"{int(seconds)} s"
 
 
-def controller_text(controller_id: object) -> str:
+def controller_text(controller_id: float | int | None) -> str:
     """Controller broker id as text, or '—' when unknown."""
-    return "—" if controller_id is None or pd.isna(controller_id) else str(int(controller_id))  # type: ignore[arg-type]
+    return "—" if controller_id is None or pd.isna(controller_id) else str(int(controller_id))
 
 
 def fleet_table(latest: pd.DataFrame, brokers: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:

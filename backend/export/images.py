@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import kaleido
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -32,9 +33,11 @@ def figure_image(fig: go.Figure, fmt: str, *, width: int = 1200, height: int | N
     ensure_browser()
     height = height or int(fig.layout.height or 600)
     try:
-        return pio.to_image(fig, format=fmt, width=width, height=height)
+        image = kaleido.calc_fig_sync(fig, opts={"format": fmt, "width": width, "height": height},
+                                      kopts={"timeout": IMAGE_TIMEOUT_S})
     except Exception as exc:  # kaleido raises several private error types
         raise ExportError(f"{fmt.upper()} export failed: {exc}") from exc
+    return image if isinstance(image, bytes) else str(image).encode()
 
 
 def figure_html(fig: go.Figure) -> str:
