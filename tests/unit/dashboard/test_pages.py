@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -178,3 +179,23 @@ def test_no_page_shows_a_sensitive_key_or_value(fixture_lake: Path, open_page: O
     text = _page_text(app)
     assert SECRET_VALUE not in text
     assert "sasl.jaas.config" not in text or page == "client_configs"  # named only as a dropped key
+
+
+def test_poll_now_starts_a_background_job_and_shows_its_outcome(
+    fixture_lake: Path, open_page: OpenPage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "clusters.toml"
+    broken.write_text("this is [not toml", encoding="utf-8")
+    monkeypatch.setenv("FLEETVIEW_FLEET", str(broken))
+    app = open_page(fixture_lake)
+    app.button(key="app_poll").click().run()
+    assert not app.exception
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        app.run()
+        captions = [c.value for c in app.sidebar.caption]
+        if any("poll: failed" in c for c in captions):
+            break
+        time.sleep(0.5)
+    assert any("poll: failed" in c for c in captions), captions
+    assert str(broken) in " ".join(c.value for c in app.sidebar.code)  # the CLI's own error, last lines
