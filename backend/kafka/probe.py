@@ -282,7 +282,7 @@ class _RetryFresh(Exception):
         self.version = version
 
 
-def _connect(host: str, port: int, sec: ProbeSecurity, deadline: float,
+def _connect(host: str, port: int, ctx: ssl.SSLContext | None, deadline: float,
              result: ProbeResult) -> socket.socket:
     t0 = time.monotonic()
     left = deadline - t0
@@ -294,14 +294,9 @@ def _connect(host: str, port: int, sec: ProbeSecurity, deadline: float,
         raise _ProbeFailure("dns", f"cannot resolve {host}: {exc.strerror or exc}") from None
     result.timings_ms["connect"] = _ms(t0)
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if not sec.uses_tls:
+    if ctx is None:
         return raw
     t1 = time.monotonic()
-    try:
-        ctx = _ssl_context(sec)
-    except (OSError, ssl.SSLError) as exc:
-        raw.close()
-        raise _ProbeFailure("config", f"cannot load TLS files: {exc}") from None
     try:
         raw.settimeout(max(0.001, deadline - time.monotonic()))
         tls = ctx.wrap_socket(raw, server_hostname=host)
@@ -331,16 +326,22 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
     result = ProbeResult(host=host, port=port)
     secrets = (sec.password, sec.ssl_key_password)
     problems = sec.problems()
+    ctx: ssl.SSLContext | None = None
+    if sec.uses_tls and not problems:
+        try:
+            ctx = _ssl_context(sec)
+        except (OSError, ssl.SSLError) as exc:
+            problems.append(f"cannot load TLS files: {_scrub(str(exc), secrets)}")
     if problems:
         result.error, result.error_kind = "; ".join(problems), "config"
         result.timings_ms["total"] = _ms(start)
         return result
     try:
         try:
-            _run(host, port, sec, deadline, client_id, first_api_versions_version,
+            _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
                  with_metadata, max_response_bytes, result)
         except _RetryFresh:
-            _run(host, port, sec, deadline, client_id, first_api_versions_version,
+            _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
                  with_metadata, max_response_bytes, result,
                  describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX)
         result.ok = True
@@ -362,6 +363,10 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
     except OSError as exc:
         result.error_kind = "network"
         result.error = f"{type(exc).__name__}: {exc.strerror or exc}"
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # A broker answer we did not foresee must never break the caller's poll.
+        result.error_kind = "protocol"
+        result.error = f"unexpected answer ({type(exc).__name__}: {exc})"
     if result.error:
         result.error = _scrub(result.error, secrets)
         result.ok = False
@@ -371,10 +376,11 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
     return result
 
 
-def _run(host: str, port: int, sec: ProbeSecurity, deadline: float, client_id: str,
+def _run(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None,
+         deadline: float, client_id: str,
          first_version: int, with_metadata: bool, max_response_bytes: int,
          result: ProbeResult, describe_cap: int = P.DESCRIBE_CLUSTER_KIP885_VERSION) -> None:
-    sock = _connect(host, port, sec, deadline, result)
+    sock = _connect(host, port, ctx, deadline, result)
     try:
         conn = _Connection(sock, deadline, client_id, max_response_bytes)
         t = time.monotonic()

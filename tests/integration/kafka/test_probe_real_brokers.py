@@ -120,3 +120,28 @@ def test_probe_metadata_topic_ids_match_librdkafka(kafka4: KafkaKraftCluster) ->
     assert len(ours[topic]["partitions"]) == 3
     assert all(len(p["replica_nodes"]) == 2 for p in ours[topic]["partitions"])
     assert result.metadata["cluster_id"] == kafka4.cluster_id
+
+
+def test_probe_security_from_a_fleet_file_reaches_the_scram_listener(
+        kafka4: KafkaKraftCluster, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.config import parse_fleet
+
+    monkeypatch.setenv("FLEETVIEW_TEST_SCRAM_PW", kafka4.scram_password)
+    fleet = parse_fleet(f"""
+[[clusters]]
+name = "k4-sasl"
+bootstrap_servers = ["{kafka4.sasl_bootstrap.split(",")[0]}"]
+security_protocol = "SASL_SSL"
+sasl_mechanism = "SCRAM-SHA-512"
+sasl_username = "{kafka4.scram_user}"
+sasl_password_env = "FLEETVIEW_TEST_SCRAM_PW"
+ssl_cafile = "{kafka4.ca_file}"
+""", source="test", secrets_path=tmp_path / "none.toml")
+    cluster = fleet.cluster("k4-sasl")
+    sec = ProbeSecurity.from_cluster(cluster)
+    assert sec.protocol == "SASL_SSL" and sec.sasl_mechanism == "SCRAM-SHA-512"
+    assert kafka4.scram_password not in repr(sec)
+    host, port = cluster.bootstrap_servers[0].rsplit(":", 1)
+    result = probe_broker(host, int(port), security=sec, timeout_s=TIMEOUT_S)
+    assert result.ok, result.error
+    assert result.cluster_id == kafka4.cluster_id

@@ -274,3 +274,23 @@ def test_probe_brokers_keeps_order_and_isolates_failures() -> None:
     assert [r.error_kind for r in results] == [None, "refused", "timeout", None]
     assert results[0].ok and results[3].ok
     assert elapsed < TIMEOUT + SLACK + 1.0  # concurrent: one timeout, not a sum of them
+
+
+def test_mutual_tls_client_certificate(tmp_path: Path) -> None:
+    files = make_tls_files(tmp_path)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(files.server_cert, files.server_key)
+    server_ctx.load_verify_locations(files.ca_cert)
+    server_ctx.verify_mode = ssl.CERT_REQUIRED  # the broker demands a client certificate
+    with ScriptedBroker(_healthy, tls=server_ctx) as broker:
+        # The rig's CA-signed certificate doubles as a client certificate here.
+        with_cert = probe_broker("localhost", broker.port, timeout_s=3, security=ProbeSecurity(
+            "SSL", ssl_cafile=str(files.ca_cert), ssl_certfile=str(files.server_cert),
+            ssl_keyfile=str(files.server_key)))
+        without = probe_broker("localhost", broker.port, timeout_s=3,
+                               security=ProbeSecurity("SSL", ssl_cafile=str(files.ca_cert)))
+    assert with_cert.ok, with_cert.error
+    assert not without.ok and without.error_kind in ("tls", "disconnected")
+    missing = probe_broker("localhost", 9, timeout_s=1, security=ProbeSecurity(
+        "SSL", ssl_cafile=str(tmp_path / "nope.pem")))
+    assert missing.error_kind == "config"
