@@ -864,9 +864,9 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
             if flex:
                 pos = r.pos
                 if pos < r.end and 0 < r.buf[pos] < 0x80:  # one-byte count, not null
-                    n = r.buf[pos] - 1
-                    if pos + 1 + 4 * n <= r.end:
-                        st = _int32_array(n)
+                    one = r.buf[pos] - 1
+                    if pos + 1 + 4 * one <= r.end:
+                        st = _int32_array(one)
                         r.pos = pos + 1 + st.size
                         return list(st.unpack_from(r.buf, pos + 1))
             n = r.array_len(flex, nullable, 4)  # checked against the bytes left

@@ -198,13 +198,14 @@ def guess(table: ApiTable) -> VersionGuess:
         evidence.append(f"lacks what {nxt.release} introduced ({_describe(missing)})")
 
     confidence = 0.9
+    ratios = [ratio for _row, ratio in statuses]
     skipped = [statuses[i][0].release for i in range(lo_i)
-               if statuses[i][1] is not None and statuses[i][1] < 0.5]
+               if (ratio := ratios[i]) is not None and ratio < 0.5]
     if skipped:
         confidence -= 0.15 * len(skipped)
         evidence.append(f"but lacks changes of earlier releases {', '.join(skipped)}")
     partial = [statuses[i][0].release for i in range(hi_i + 1)
-               if statuses[i][1] is not None and 0 < statuses[i][1] < 1]
+               if (ratio := ratios[i]) is not None and 0 < ratio < 1]
     if partial:
         confidence -= 0.03 * len(partial)
         evidence.append(f"partial match for {', '.join(partial)}")
