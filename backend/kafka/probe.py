@@ -13,6 +13,7 @@ import ssl
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -282,14 +283,38 @@ class _RetryFresh(Exception):
         self.version = version
 
 
+# getaddrinfo has no timeout of its own; it runs here so a hung resolver costs the deadline,
+# not the caller's thread (the lookup thread finishes on its own later).
+_RESOLVER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe-dns")
+
+
+def _resolve(host: str, port: int, deadline: float) -> tuple[str, int]:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+        return host, port  # an IP literal needs no lookup
+    except OSError:
+        pass
+    future = _RESOLVER.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    try:
+        infos = future.result(timeout=max(0.001, deadline - time.monotonic()))
+    except FuturesTimeout:
+        raise _ProbeFailure("timeout", f"resolving {host} took longer than the deadline") from None
+    except socket.gaierror as exc:
+        raise _ProbeFailure("dns", f"cannot resolve {host}: {exc.strerror or exc}") from None
+    if not infos:
+        raise _ProbeFailure("dns", f"cannot resolve {host}: no addresses")
+    return str(infos[0][4][0]), port
+
+
 def _connect(host: str, port: int, ctx: ssl.SSLContext | None, deadline: float,
              result: ProbeResult) -> socket.socket:
     t0 = time.monotonic()
     left = deadline - t0
     if left <= 0:
         raise _ProbeFailure("timeout", "no time left to connect")
+    address = _resolve(host, port, deadline)
     try:
-        raw = socket.create_connection((host, port), timeout=left)
+        raw = socket.create_connection(address, timeout=max(0.001, deadline - time.monotonic()))
     except socket.gaierror as exc:
         raise _ProbeFailure("dns", f"cannot resolve {host}: {exc.strerror or exc}") from None
     result.timings_ms["connect"] = _ms(t0)

@@ -329,3 +329,12 @@ def test_probe_cli_reads_a_fleet_file(tmp_path: Path, capsys: pytest.CaptureFixt
         code = probe_mod.run_probe_command(parser.parse_args(["--fleet", str(fleet), "--cluster", "one", "--json"]))
     assert code == 0 and json.loads(capsys.readouterr().out)[0]["cluster_id"] == "scripted"
     assert probe_mod.run_probe_command(parser.parse_args(["--fleet", str(fleet), "--cluster", "nope"])) == 2
+
+
+def test_unresolvable_host_is_a_dns_error() -> None:
+    result = probe_broker("no-such-host.invalid", 9092, timeout_s=TIMEOUT)
+    assert not result.ok and result.error_kind in ("dns", "timeout")
+    assert "no-such-host.invalid" in (result.error or "")
+    with ScriptedBroker(_healthy) as broker:
+        by_name = probe_broker("localhost", broker.port, timeout_s=TIMEOUT)
+    assert by_name.ok, by_name.error
