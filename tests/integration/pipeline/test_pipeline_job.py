@@ -1,0 +1,88 @@
+"""The Spark job end to end: sink -> ingest -> analyze, incremental refresh proven by counts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from backend.configs.ingest import ingest_sink
+from backend.configs.lake import read_table
+from backend.pipeline.cli import add_analyze_arguments, run_analyze_command
+from backend.pipeline.job import SPARK_RESULTS, run_analysis
+from backend.pipeline.schema import arrow_schema
+from tests.unit.configs.helpers import SECRET_VALUES, cfg, lake_bytes_contain, record, secret_configs, write_jsonl
+
+KEYS_PER_SNAPSHOT = 4
+
+
+def _snapshot(i: int) -> dict[str, Any]:
+    cluster = "east" if i % 2 else "west"
+    acks = "all" if i % 4 else "1"
+    configs = [cfg("acks", acks), cfg("linger.ms", str(5 * (i % 3)), "LONG"),
+               cfg("enable.idempotence", "true", "BOOLEAN"),
+               cfg("max.in.flight.requests.per.connection", "5" if i % 10 else "10", "INT"),
+               *secret_configs()]
+    return record(configs, cluster_id=cluster, client_id=f"app-{i % 7}",
+                  received_at=f"2026-11-20T10:{i // 60 % 60:02d}:{i % 60:02d}.000Z")
+
+
+def _dist(lake: str) -> list[tuple[Any, ...]]:
+    rows = read_table(lake, "results/distributions").to_pylist()
+    return sorted((r["cluster_id"], r["client_type"], r["key"], r["value"], r["instance_count"],
+                   r["total_instances"], round(r["share"], 12)) for r in rows)
+
+
+def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    assert spark is not None  # the shared session; run_analysis reuses it
+    sink, lake = tmp_path / "sink", str(tmp_path / "lake")
+    write_jsonl(sink / "east" / "broker-1.jsonl", [_snapshot(i) for i in range(200)] + ["{oops"])
+    assert ingest_sink(lake, sink).records_written == 200
+
+    first = run_analysis(lake)
+    assert (first.files_processed, first.snapshots_read, first.instances) == (1, 200, 200)
+    assert first.records_read == 200 * KEYS_PER_SNAPSHOT
+    assert first.quarantined == 1 and first.sensitive_dropped == 200 * 4
+    for name in SPARK_RESULTS:
+        names = pq.read_schema(next((tmp_path / "lake" / "results" / name).glob("part-*.parquet"))).names
+        assert names == arrow_schema(name).names, name
+    dist = _dist(lake)
+    assert ("east", "producer", "acks", "all", 100, 100, 1.0) in dist
+    assert ("west", "producer", "acks", "1", 50, 100, 0.5) in dist
+    drift = read_table(lake, "results/drift_clusters").to_pylist()
+    acks = next(r for r in drift if r["key"] == "acks")
+    assert (acks["cluster_a"], acks["cluster_b"], acks["tvd"]) == ("east", "west", 0.5)
+    alerts = read_table(lake, "results/config_alerts").to_pylist()
+    assert sum(1 for a in alerts if a["rule_id"] == "CC002") == 20
+    assert sum(1 for a in alerts if a["rule_id"] == "CC001") == 50  # acks=1 with idempotence
+    assert first.alerts_by_severity["critical"] == 70
+
+    # 1 % new snapshots: two more lines in the sink
+    write_jsonl(sink / "east" / "broker-1.jsonl", [_snapshot(200), _snapshot(201)])
+    assert ingest_sink(lake, sink).records_written == 2
+    second = run_analysis(lake)
+    assert (second.files_processed, second.snapshots_read) == (1, 2)
+    assert second.records_read == 2 * KEYS_PER_SNAPSHOT
+    assert second.instances == 202
+    incremental = _dist(lake)
+    assert ("east", "producer", "acks", "all", 101, 101, 1.0) in incremental
+
+    parser = argparse.ArgumentParser()
+    add_analyze_arguments(parser)
+    assert run_analyze_command(parser.parse_args(["--lake", lake])) == 0
+    out = capsys.readouterr().out
+    assert "files processed:     0" in out and "(unchanged)" in out
+    assert "sensitive dropped:   808" in out and "quarantined (total): 1" in out
+
+    full = run_analysis(lake, full=True)
+    assert (full.files_processed, full.snapshots_read, full.instances) == (2, 202, 202)
+    assert _dist(lake) == incremental
+
+    for secret in SECRET_VALUES:
+        assert lake_bytes_contain(tmp_path / "lake", secret) == [], secret
+    assert not [p for p in (tmp_path / "lake" / "results").iterdir() if p.name.startswith(".")]
+    stats = read_table(lake, "results/ingest_stats").to_pylist()
+    assert json.dumps(stats, default=str).count("sasl.jaas.config") >= 1
