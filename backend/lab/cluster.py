@@ -5,6 +5,7 @@ from __future__ import annotations
 import ssl
 import threading
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +63,9 @@ class PushResult:
     sink_path: Path | None = None
 
 
+REQUESTS_SEEN_MAX = 100_000
+
+
 class ClusterRuntime:
     """Holds one cluster's brokers and answers requests from its current state."""
 
@@ -82,6 +86,8 @@ class ClusterRuntime:
             ctx.load_cert_chain(spec.tls.certfile, spec.tls.keyfile)
             self.ssl_context = ctx
         self._lock = threading.RLock()
+        # Every request header received, bounded: (broker id, api key, api version, client id).
+        self.requests_seen: deque[tuple[int, int, int, str | None]] = deque(maxlen=REQUESTS_SEEN_MAX)
 
     # ----------------------------------------------------------------- views
 

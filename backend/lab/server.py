@@ -142,6 +142,7 @@ class _Connection:
             header, _pos = P.decode_request_header(payload)
         except P.ProtocolError as exc:
             raise _Close(f"unparseable request header: {exc}") from None
+        self.cluster.requests_seen.append((self.broker.id, header.api_key, header.api_version, header.client_id))
         if header.api_key == P.API_API_VERSIONS:
             return self._api_versions(payload, header)
         if not self.authenticated and header.api_key not in _PRE_AUTH_KEYS:
