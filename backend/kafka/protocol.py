@@ -496,9 +496,12 @@ class Writer:
             self.parts.append(bytes(data))
 
 
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
+
+
 def _uvar_bytes(v: int) -> bytes:
     if v < 0x80:
-        return bytes((v,))
+        return _ONE_BYTE[v]
     out = bytearray()
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)
@@ -887,7 +890,19 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
             for item in v:
                 item_enc(w, item)
 
-        return (dec_int32_array if inner == "int32" else dec_array), enc_array, (1 if flex else 4)
+        def enc_int32_array(w: Writer, v: Any) -> None:
+            if not isinstance(v, (list, tuple)):
+                enc_array(w, v)  # None, or a type error with the field name
+                return
+            w.array_len(len(v), flex, nullable)
+            try:
+                w.parts.append(_int32_array(len(v)).pack(*v))
+            except (struct.error, TypeError) as exc:
+                raise ProtocolError(f"field {name}: cannot encode {v!r} as int32s: {exc}") from None
+
+        if inner == "int32":
+            return dec_int32_array, enc_int32_array, (1 if flex else 4)
+        return dec_array, enc_array, (1 if flex else 4)
     size = _SCALAR_MIN[f.type]
     if f.type in ("string", "bytes"):
         size = 1 if flex else (2 if f.type == "string" else 4)
