@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -95,6 +96,7 @@ def read_topic(
     from confluent_kafka import (
         OFFSET_BEGINNING,
         Consumer,
+        KafkaError,
         KafkaException,
         TopicPartition,
     )
@@ -138,21 +140,24 @@ def read_topic(
         if not assignment:
             return items, new_state
         consumer.assign(assignment)
-        deadline = datetime.now(UTC).timestamp() + timeout_s
+        # The timeout bounds the wait for the next message, not the whole (possibly long) read.
+        deadline = time.monotonic() + timeout_s
         while remaining and len(items) < max_messages:
-            if datetime.now(UTC).timestamp() > deadline:
-                raise TimeoutError(f"timed out reading {topic} after {timeout_s}s")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out reading {topic}: no progress for {timeout_s}s")
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    remaining.pop(msg.partition(), None)
-                    continue
-                raise RuntimeError(f"error reading {topic}: {msg.error()}")
+            error = msg.error()
             partition, offset = msg.partition(), msg.offset()
-            if partition not in remaining:
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF and partition is not None:
+                    remaining.pop(partition, None)
+                    continue
+                raise RuntimeError(f"error reading {topic}: {error}")
+            if partition is None or offset is None or partition not in remaining:
                 continue
+            deadline = time.monotonic() + timeout_s
             items.append(RawItem(position=f"{topic}:{partition}:{offset}", raw=msg.value() or b""))
             new_state[str(partition)] = offset + 1
             if offset + 1 >= remaining[partition]:

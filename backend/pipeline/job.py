@@ -172,7 +172,8 @@ def run_analysis(
     summary.quarantined, summary.sensitive_dropped, summary.untyped = _ingest_totals(lake)
 
     all_files = paths.config_files()
-    manifest = [] if full else list(paths.read_json(STATE_DIR, MANIFEST) or [])
+    saved = paths.read_json(STATE_DIR, MANIFEST)
+    manifest = [str(f) for f in saved] if isinstance(saved, list) and not full else []
     has_state = not full and paths.exists(STATE_DIR, LATEST)
     if not has_state:
         manifest = []
@@ -192,7 +193,7 @@ def run_analysis(
         new_rows = spark.read.schema(schema).parquet(
             *[paths.spark_path("client_configs", f) for f in new_files]).cache()
         counts = new_rows.agg(F.count(F.lit(1)).alias("rows"),
-                              F.countDistinct("snapshot_id").alias("snaps")).first()
+                              F.countDistinct("snapshot_id").alias("snaps")).collect()[0]
         summary.records_read, summary.snapshots_read = int(counts["rows"]), int(counts["snaps"])
         say(f"read {summary.records_read} config rows of {summary.snapshots_read} snapshots")
         parts.append(new_rows)
