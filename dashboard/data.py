@@ -143,3 +143,9 @@ def visible_result_clusters(location: str, in_results: set[str]) -> set[str]:
     """Result clusters passing the tag filters (clusters never polled have no tags and stay visible)."""
     known = set(cluster_names(location).values())
     return (in_results & set(chosen_clusters(location)["cluster_name"])) | (in_results - known)
+
+
+def latest_poll_ids(location: str) -> dict[str, str]:
+    """Each cluster's latest poll id."""
+    latest = latest_clusters(location)
+    return dict(zip(latest["cluster_name"], latest["poll_id"], strict=True))

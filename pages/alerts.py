@@ -20,7 +20,10 @@ def main() -> None:
         components.no_results(location)
     alerts = data.all_alerts(location)
     visible = data.visible_result_clusters(location, set(alerts["cluster"]))
-    alerts = alerts[alerts["cluster"].isin(visible)]
+    every = alerts[alerts["cluster"].isin(visible)]
+    alerts = every
+    if st.toggle("current only (fleet alerts of the latest poll)", value=True, key="alerts_current"):
+        alerts = config_views.current_alerts(every, data.latest_poll_ids(location))
     cols = st.columns(4)
     severities = cols[0].multiselect("Severity", ["critical", "warning", "info"], key="alerts_severity")
     clusters = cols[1].multiselect("Cluster", sorted(visible), key="alerts_clusters")
@@ -33,8 +36,10 @@ def main() -> None:
         "raised_at": st.column_config.DatetimeColumn("raised", format="YYYY-MM-DD HH:mm"),
         "evidence": st.column_config.TextColumn("evidence", width="medium"),
         "rationale": st.column_config.TextColumn("rationale", width="large"),
+        "poll_id": None,
     })
-    st.plotly_chart(charts.alerts_over_time_chart(config_views.alerts_over_time(shown)), key="alerts_over_time")
+    history = config_views.filter_alerts(every, severities=severities, clusters=clusters, sources=sources, text=text)
+    st.plotly_chart(charts.alerts_over_time_chart(config_views.alerts_over_time(history)), key="alerts_over_time")
 
 
 main()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.export import fleet_views
+from backend.export import config_views, fleet_views
 from dashboard import charts, components, data
 
 TILE_REFRESH_S = 15
@@ -14,7 +14,7 @@ TILE_REFRESH_S = 15
 def tiles(location: str) -> None:
     """Headline numbers, refreshed on their own every few seconds."""
     chosen = data.chosen_clusters(location)
-    alerts = data.all_alerts(location)
+    alerts = config_views.current_alerts(data.all_alerts(location), data.latest_poll_ids(location))
     alerts = alerts[alerts["cluster"].isin(chosen["cluster_name"])]
     numbers = fleet_views.fleet_tiles(chosen, alerts)
     cols = st.columns(4)
@@ -24,7 +24,7 @@ def tiles(location: str) -> None:
     cols[1].metric("Brokers reachable", f"{numbers.brokers_reachable}/{numbers.brokers}")
     cols[2].metric("Topics", f"{numbers.topics:,}")
     sev = numbers.alerts_by_severity
-    cols[3].metric("Alerts", sum(sev.values()))
+    cols[3].metric("Alerts", sum(sev.values()), help="fleet alerts of the latest poll and client-config alerts")
     cols[3].caption(components.colored_counts(sev, components.SEVERITY_MARKDOWN_COLORS))
 
 

@@ -153,7 +153,7 @@ def ingest_counts(stats: pd.DataFrame) -> IngestCounts:
 
 
 ALERT_COLUMNS = ["raised_at", "severity", "source", "rule", "cluster", "subject", "evidence",
-                 "rationale", "doc_url"]
+                 "rationale", "doc_url", "poll_id"]
 
 
 def _subject(row: pd.Series) -> str:
@@ -172,7 +172,7 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
             "raised_at": fleet["raised_at"], "severity": fleet["severity"], "source": "fleet",
             "rule": fleet["rule"], "cluster": fleet["cluster_name"], "subject": fleet["subject"].fillna(""),
             "evidence": fleet["evidence_json"].fillna(""), "rationale": fleet["explanation"].fillna(""),
-            "doc_url": fleet["doc_url"],
+            "doc_url": fleet["doc_url"], "poll_id": fleet["poll_id"],
         }))
     if not config.empty:
         parts.append(pd.DataFrame({
@@ -181,7 +181,7 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
             "subject": config.apply(_subject, axis=1),
             "evidence": config["observed_json"].map(_redact_observed),
             "rationale": config["title"].fillna("") + ": " + config["explanation"].fillna(""),
-            "doc_url": config["doc_url"],
+            "doc_url": config["doc_url"], "poll_id": None,
         }))
     if not parts:
         return pd.DataFrame(columns=ALERT_COLUMNS)
@@ -201,6 +201,13 @@ def _redact_observed(text: str | None) -> str:
     if not isinstance(observed, dict):
         return ""
     return json.dumps({k: ("[REDACTED]" if is_sensitive_key(k) else v) for k, v in observed.items()})
+
+
+def current_alerts(alerts: pd.DataFrame, latest_polls: dict[str, str]) -> pd.DataFrame:
+    """Fleet alerts of each cluster's latest poll, plus every client-config alert (latest pipeline run)."""
+    fleet = alerts["source"] == "fleet"
+    latest = alerts["cluster"].map(latest_polls)
+    return alerts[~fleet | (alerts["poll_id"] == latest)]
 
 
 def filter_alerts(alerts: pd.DataFrame, *, severities: list[str] | None = None, clusters: list[str] | None = None,

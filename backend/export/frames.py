@@ -103,7 +103,11 @@ def read_result(location: str, name: str, columns: list[str] | None = None) -> p
     for name_ in cols:
         if name_ not in table.column_names:
             table = table.append_column(name_, pa.nulls(table.num_rows, schema.field(name_).type))
-    return table.select(cols).to_pandas()
+    frame = table.select(cols).to_pandas()
+    for column in frame.columns:
+        if pd.api.types.is_datetime64_dtype(frame[column]) and frame[column].dt.tz is None:
+            frame[column] = frame[column].dt.tz_localize("UTC")  # Spark writes naive UTC
+    return frame
 
 
 def _names(path: str) -> list[str]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pandas as pd
 import plotly.io as pio
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from backend.export import config_views, fleet_views
+from backend.export import config_views, fleet_views, frames
 from dashboard import charts
 
 
@@ -122,3 +125,26 @@ def test_charts_use_the_registered_fleetview_template() -> None:
     assert fig.layout.barmode == "stack"
     empty = charts.drift_heatmap(pd.DataFrame())
     assert "no drift results" in empty.layout.annotations[0].text
+
+
+def test_current_alerts_keep_only_the_latest_poll_of_fleet_alerts() -> None:
+    fleet = pd.DataFrame({"raised_at": pd.Timestamp("2026-01-01", tz="UTC"), "severity": "critical",
+                          "rule": "zk_cluster_id_mismatch", "cluster_name": ["a", "a", "b"], "subject": "cluster id",
+                          "evidence_json": "{}", "explanation": "", "doc_url": None, "poll_id": ["p1", "p2", "p1"]})
+    merged = config_views.unified_alerts(fleet, pd.DataFrame(), {})
+    current = config_views.current_alerts(merged, {"a": "p2", "b": "p1"})
+    assert sorted(zip(current["cluster"], current["poll_id"], strict=True)) == [("a", "p2"), ("b", "p1")]
+
+
+def test_results_written_with_naive_spark_times_read_as_utc(tmp_path: Path) -> None:
+    folder = tmp_path / "results" / "client_versions"
+    folder.mkdir(parents=True)
+    table = pa.table({"cluster_id": ["c"], "client_type": ["producer"], "client_software_name": ["x"],
+                      "client_software_version": ["1"], "instances": [3],
+                      "computed_at": pa.array([datetime(2026, 1, 1, 12)], pa.timestamp("us")), "schema_version": [1]})
+    pq.write_table(table, folder / "part-00000.parquet")
+    frame = frames.read_result(str(tmp_path), "client_versions")
+    assert str(frame["computed_at"].dt.tz) == "UTC"
+    assert frame["computed_at"].iloc[0] == pd.Timestamp("2026-01-01 12:00", tz="UTC")
+    assert frames.read_result(str(tmp_path), "drift_keys").empty  # missing table: empty, with columns
+    assert "max_tvd" in frames.read_result(str(tmp_path), "drift_keys").columns
