@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import concurrent.futures
 import hashlib
 import json
 import logging
@@ -20,6 +21,8 @@ from confluent_kafka.admin import AdminClient
 from backend.config import ClusterConfig
 
 TOPIC_BATCH_SIZE = 1000
+_KAFKA_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_ZERO_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 LIBRDKAFKA_LOG = logging.getLogger("backend.kafka.librdkafka")
 _AUTH_CODES = {
     KafkaError._AUTHENTICATION,
@@ -100,10 +103,10 @@ def normalize_topic_id(value: Any) -> str | None:
     text = str(value).strip()
     if not text:
         return None
+    if len(text) == 22 and _KAFKA_ID_CHARS.issuperset(text):
+        return None if text == _ZERO_ID else text  # already Kafka's form (the common case)
     try:
-        raw = base64.b64decode(
-            text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4)
-        )
+        raw = base64.b64decode(text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         return text
     if len(raw) != 16:
@@ -115,9 +118,7 @@ def normalize_topic_id(value: Any) -> str | None:
 
 def is_auth_error(error: object) -> bool:
     """Return whether a KafkaError/exception/text is an authentication failure."""
-    kafka_error = (
-        error.args[0] if isinstance(error, KafkaException) and error.args else error
-    )
+    kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else error
     if isinstance(kafka_error, KafkaError) and kafka_error.code() in _AUTH_CODES:
         return True
     text = str(kafka_error).lower()
@@ -126,16 +127,10 @@ def is_auth_error(error: object) -> bool:
 
 def describe_error(error: object) -> str:
     """Return a one-line error text from a KafkaException/KafkaError/other exception."""
-    kafka_error = (
-        error.args[0] if isinstance(error, KafkaException) and error.args else error
-    )
+    kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else error
     if isinstance(kafka_error, KafkaError):
         return f"{kafka_error.name()}: {kafka_error.str()}"
-    return (
-        f"{type(error).__name__}: {error}"
-        if isinstance(error, BaseException)
-        else str(error)
-    )
+    return f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
 
 
 class ClusterAdmin:
@@ -172,23 +167,17 @@ class ClusterAdmin:
 
     def describe_cluster(self, timeout_s: float) -> ClusterDescription:
         """DescribeCluster with authorized operations; raise AdminCallError on failure or timeout."""
-        future = self.client.describe_cluster(
-            include_authorized_operations=True, request_timeout=timeout_s
-        )
+        future = self.client.describe_cluster(include_authorized_operations=True, request_timeout=timeout_s)
         result = self._wait(future, timeout_s, "DescribeCluster")
         ops = result.authorized_operations
         return ClusterDescription(
             cluster_id=result.cluster_id,
-            controller_id=result.controller.id
-            if result.controller is not None
-            else None,
+            controller_id=result.controller.id if result.controller is not None else None,
             brokers=sorted(
                 (NodeInfo(n.id, n.host, n.port, n.rack) for n in result.nodes),
                 key=lambda n: n.broker_id,
             ),
-            authorized_operations=[getattr(op, "name", str(op)) for op in ops]
-            if ops
-            else None,
+            authorized_operations=[getattr(op, "name", str(op)) for op in ops] if ops else None,
         )
 
     def metadata(self, timeout_s: float) -> MetadataView:
@@ -226,33 +215,22 @@ class ClusterAdmin:
         futures: dict[str, Any] = {}
         for start in range(0, len(names), batch_size):
             batch = names[start : start + batch_size]
-            futures.update(
-                self.client.describe_topics(
-                    TopicCollection(batch), request_timeout=timeout_s
-                )
-            )
+            futures.update(self.client.describe_topics(TopicCollection(batch), request_timeout=timeout_s))
         topics: list[TopicInfo] = []
         failed: dict[str, str] = {}
-        end = (
-            min(deadline, time.monotonic() + timeout_s)
-            if deadline
-            else time.monotonic() + timeout_s
-        )
+        end = min(deadline, time.monotonic() + timeout_s) if deadline else time.monotonic() + timeout_s
+        concurrent.futures.wait(futures.values(), timeout=max(0.05, end - time.monotonic()))
         for name, future in futures.items():
-            remaining = max(0.05, end - time.monotonic())
+            if not future.done():
+                failed[name] = f"DescribeTopics timed out after {timeout_s:g}s"
+                continue
             try:
-                description = future.result(timeout=remaining)
+                description = future.result()
             except KafkaException as exc:
                 kafka_error = exc.args[0] if exc.args else None
-                if (
-                    isinstance(kafka_error, KafkaError)
-                    and kafka_error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-                ):
+                if isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue  # deleted between listing and describing
                 failed[name] = describe_error(exc)
-                continue
-            except TimeoutError:
-                failed[name] = f"DescribeTopics timed out after {timeout_s:g}s"
                 continue
             topics.append(_topic_info(description))
         return TopicListing(topics=topics, failed=failed)
@@ -263,20 +241,12 @@ class ClusterAdmin:
         except KafkaException as exc:
             raise self._call_error(exc, what) from None
         except TimeoutError:
-            raise self._call_error(
-                None, what, f"{what} timed out after {timeout_s:g}s"
-            ) from None
+            raise self._call_error(None, what, f"{what} timed out after {timeout_s:g}s") from None
 
-    def _call_error(
-        self, exc: KafkaException | None, what: str, fallback: str = ""
-    ) -> AdminCallError:
+    def _call_error(self, exc: KafkaException | None, what: str, fallback: str = "") -> AdminCallError:
         client_errors = self.take_errors()
-        auth = (exc is not None and is_auth_error(exc)) or any(
-            is_auth_error(e) for e in client_errors
-        )
-        parts = [
-            f"{what} failed: {describe_error(exc)}" if exc is not None else fallback
-        ]
+        auth = (exc is not None and is_auth_error(exc)) or any(is_auth_error(e) for e in client_errors)
+        parts = [f"{what} failed: {describe_error(exc)}" if exc is not None else fallback]
         if client_errors:
             parts.append("client: " + describe_error(client_errors[-1]))
         return AdminCallError("; ".join(parts), kind="auth" if auth else "error")
@@ -341,6 +311,4 @@ class AdminClientCache:
 def _config_fingerprint(cluster: ClusterConfig, request_timeout_s: float) -> str:
     conf = cluster.librdkafka_config(request_timeout_s)
     # A digest, so the secret is never held as text outside the client config.
-    return hashlib.sha256(
-        json.dumps(conf, sort_keys=True, default=str).encode()
-    ).hexdigest()
+    return hashlib.sha256(json.dumps(conf, sort_keys=True, default=str).encode()).hexdigest()
