@@ -1,0 +1,277 @@
+"""Message schemas: a small mirror of Apache Kafka's message JSON for the APIs we speak."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from backend.kafka.wire import ZERO_UUID, ProtocolError
+
+API_METADATA = 3
+API_SASL_HANDSHAKE = 17
+API_API_VERSIONS = 18
+API_SASL_AUTHENTICATE = 36
+API_DESCRIBE_CLUSTER = 60
+
+# KIP-1324 leaves PushConfig's key as "NEXT". Apache Kafka assigns keys sequentially:
+# 4.3.1 (the newest broker the tests run) uses 0..92 and 4.4.0 0..94, so taking the next key
+# would collide as soon as Kafka adds an API. 1324 (the KIP number) is far above the sequential range,
+# unused by Apache Kafka and by the forks we fingerprint, and still a positive int16.
+PUSH_CONFIG_API_KEY = 1324
+
+# KIP-885 puts BrokerSoftwareName/Version in the next free DescribeCluster version. Kafka
+# 4.3.1's DescribeClusterRequest.json/Response.json say "validVersions": "0-2" (v1 added
+# EndpointType in 3.7, v2 IncludeFencedBrokers/IsFenced in 4.0), and so does 4.4.0, so the
+# next free one is 3.
+DESCRIBE_CLUSTER_KIP885_VERSION = 3
+
+# KIP-1324 proposes ApiVersions v5 with ClientInstanceId, but Apache Kafka 4.4.0 already
+# released v5 for KIP-1242 (ClusterId, NodeId; checked in kafka-clients-4.4.0.jar). A draft
+# KIP must not reuse a released version, so ClientInstanceId goes in the next free one, v6,
+# on top of v5's fields.
+API_VERSIONS_CLIENT_INSTANCE_ID_VERSION = 6
+API_VERSIONS_MAX_VERSION = API_VERSIONS_CLIENT_INSTANCE_ID_VERSION
+
+_LATEST = 0x7FFF
+_INT32_MIN = -(2**31)
+
+
+
+# ---------------------------------------------------------------------------------------
+# Schemas (a small mirror of Kafka's message JSON)
+# ---------------------------------------------------------------------------------------
+
+
+def _vrange(spec: str | None) -> tuple[int, int] | None:
+    """Kafka version spec ("3+", "8-10", "5", "none") -> inclusive range or None."""
+    if spec is None or spec == "none":
+        return None
+    if spec.endswith("+"):
+        return (int(spec[:-1]), _LATEST)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def _in(rng: tuple[int, int] | None, v: int) -> bool:
+    return rng is not None and rng[0] <= v <= rng[1]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a message schema."""
+
+    name: str
+    type: str  # int8 int16 int32 int64 float64 bool string bytes uuid, []<scalar>, []struct
+    versions: str = "0+"
+    nullable: str | None = None
+    default: Any = None
+    tag: int | None = None
+    fields: tuple[Field, ...] = ()
+    alias: str | None = None  # extra key accepted on encode only
+
+    def default_value(self) -> Any:
+        """Kafka's default for this field when absent."""
+        if self.default is not None:
+            return self.default
+        if self.nullable is not None:
+            return None
+        t = self.type
+        if t.startswith("[]"):
+            return []
+        if t == "bool":
+            return False
+        if t == "string":
+            return ""
+        if t == "bytes":
+            return b""
+        if t == "uuid":
+            return ZERO_UUID
+        if t == "float64":
+            return 0.0
+        return 0
+
+
+def F(name: str, type_: str, versions: str = "0+", **kw: Any) -> Field:
+    """Short constructor for schema tables."""
+    fields = kw.pop("fields", ())
+    return Field(name, type_, versions, fields=tuple(fields), **kw)
+
+
+@dataclass(frozen=True)
+class MessageSchema:
+    """Request and response schema of one API."""
+
+    api_key: int
+    name: str
+    valid_versions: tuple[int, int]
+    flexible_from: int | None
+    request: tuple[Field, ...]
+    response: tuple[Field, ...]
+
+    def is_flexible(self, version: int) -> bool:
+        """True when this version uses compact types and tagged fields."""
+        return self.flexible_from is not None and version >= self.flexible_from
+
+
+_API_VERSIONS = MessageSchema(
+    API_API_VERSIONS, "ApiVersions", (0, API_VERSIONS_MAX_VERSION), 3,
+    request=(
+        F("client_software_name", "string", "3+"),
+        F("client_software_version", "string", "3+"),
+        # v5 (Kafka 4.4, KIP-1242): the cluster and node the client expects.
+        F("cluster_id", "string", "5+", nullable="5+"),
+        F("node_id", "int32", "5+", default=-1),
+        # v6 (KIP-1324 draft, see API_VERSIONS_CLIENT_INSTANCE_ID_VERSION).
+        F("client_instance_id", "uuid", f"{API_VERSIONS_CLIENT_INSTANCE_ID_VERSION}+"),
+    ),
+    response=(
+        F("error_code", "int16"),
+        F("api_keys", "[]struct", fields=(
+            F("api_key", "int16"), F("min_version", "int16"), F("max_version", "int16"),
+        )),
+        F("throttle_time_ms", "int32", "1+"),
+        F("supported_features", "[]struct", "3+", tag=0, fields=(
+            F("name", "string", "3+"), F("min_version", "int16", "3+"),
+            F("max_version", "int16", "3+"),
+        )),
+        F("finalized_features_epoch", "int64", "3+", tag=1, default=-1),
+        F("finalized_features", "[]struct", "3+", tag=2, fields=(
+            F("name", "string", "3+"), F("max_version_level", "int16", "3+"),
+            F("min_version_level", "int16", "3+"),
+        )),
+        F("zk_migration_ready", "bool", "3+", tag=3),
+    ),
+)
+
+_METADATA = MessageSchema(
+    API_METADATA, "Metadata", (0, 13), 9,
+    request=(
+        F("topics", "[]struct", nullable="1+", fields=(
+            F("topic_id", "uuid", "10+"),
+            F("name", "string", nullable="10+"),
+        )),
+        F("allow_auto_topic_creation", "bool", "4+", default=True),
+        F("include_cluster_authorized_operations", "bool", "8-10"),
+        F("include_topic_authorized_operations", "bool", "8+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "3+"),
+        F("brokers", "[]struct", fields=(
+            F("node_id", "int32", alias="broker_id"),
+            F("host", "string"),
+            F("port", "int32"),
+            F("rack", "string", "1+", nullable="1+"),
+        )),
+        F("cluster_id", "string", "2+", nullable="2+"),
+        F("controller_id", "int32", "1+", default=-1),
+        F("topics", "[]struct", fields=(
+            F("error_code", "int16"),
+            F("name", "string", nullable="12+"),
+            F("topic_id", "uuid", "10+"),
+            F("is_internal", "bool", "1+"),
+            F("partitions", "[]struct", fields=(
+                F("error_code", "int16"),
+                F("partition_index", "int32"),
+                F("leader_id", "int32"),
+                F("leader_epoch", "int32", "7+", default=-1),
+                F("replica_nodes", "[]int32"),
+                F("isr_nodes", "[]int32"),
+                F("offline_replicas", "[]int32", "5+"),
+            )),
+            F("topic_authorized_operations", "int32", "8+", default=_INT32_MIN),
+        )),
+        F("cluster_authorized_operations", "int32", "8-10", default=_INT32_MIN),
+        F("error_code", "int16", "13+"),
+    ),
+)
+
+_DESCRIBE_CLUSTER = MessageSchema(
+    API_DESCRIBE_CLUSTER, "DescribeCluster", (0, DESCRIBE_CLUSTER_KIP885_VERSION), 0,
+    request=(
+        F("include_cluster_authorized_operations", "bool"),
+        F("endpoint_type", "int8", "1+", default=1),
+        F("include_fenced_brokers", "bool", "2+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+        F("endpoint_type", "int8", "1+", default=1),
+        F("cluster_id", "string"),
+        F("controller_id", "int32", default=-1),
+        F("brokers", "[]struct", fields=(
+            F("broker_id", "int32"),
+            F("host", "string"),
+            F("port", "int32"),
+            F("rack", "string", nullable="0+"),
+            F("is_fenced", "bool", "2+"),
+        )),
+        # KIP-885: top-level (per answering broker), after Brokers, before
+        # ClusterAuthorizedOperations, as the KIP's JSON orders them.
+        F("broker_software_name", "string", f"{DESCRIBE_CLUSTER_KIP885_VERSION}+",
+          nullable=f"{DESCRIBE_CLUSTER_KIP885_VERSION}+"),
+        F("broker_software_version", "string", f"{DESCRIBE_CLUSTER_KIP885_VERSION}+",
+          nullable=f"{DESCRIBE_CLUSTER_KIP885_VERSION}+"),
+        F("cluster_authorized_operations", "int32", default=_INT32_MIN),
+    ),
+)
+
+_SASL_HANDSHAKE = MessageSchema(
+    API_SASL_HANDSHAKE, "SaslHandshake", (0, 1), None,
+    request=(F("mechanism", "string"),),
+    response=(F("error_code", "int16"), F("mechanisms", "[]string")),
+)
+
+_SASL_AUTHENTICATE = MessageSchema(
+    API_SASL_AUTHENTICATE, "SaslAuthenticate", (0, 2), 2,
+    request=(F("auth_bytes", "bytes"),),
+    response=(
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+        F("auth_bytes", "bytes"),
+        F("session_lifetime_ms", "int64", "1+"),
+    ),
+)
+
+_PUSH_CONFIG = MessageSchema(
+    PUSH_CONFIG_API_KEY, "PushConfig", (0, 0), 0,
+    request=(
+        F("configs", "[]struct", fields=(
+            F("config_key", "string"),
+            F("config_value", "string"),
+            F("config_type", "int8"),
+            F("is_default", "bool"),
+        )),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+    ),
+)
+
+SCHEMAS: dict[int, MessageSchema] = {
+    s.api_key: s
+    for s in (_API_VERSIONS, _METADATA, _DESCRIBE_CLUSTER, _SASL_HANDSHAKE, _SASL_AUTHENTICATE,
+              _PUSH_CONFIG)
+}
+
+
+def supported_versions(api_key: int) -> tuple[int, int]:
+    """(min, max) version this codec implements for an api key."""
+    try:
+        return SCHEMAS[api_key].valid_versions
+    except KeyError:
+        raise ProtocolError(f"api key {api_key} is not implemented by this codec") from None
+
+
+def _schema(api_key: int, api_version: int) -> MessageSchema:
+    schema = SCHEMAS.get(api_key)
+    if schema is None:
+        raise ProtocolError(f"api key {api_key} is not implemented by this codec")
+    lo, hi = schema.valid_versions
+    if not lo <= api_version <= hi:
+        raise ProtocolError(f"{schema.name} v{api_version} not implemented (have v{lo}-v{hi})")
+    return schema
