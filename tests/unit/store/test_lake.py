@@ -335,3 +335,17 @@ def test_reader_never_sees_a_partial_file_while_writer_runs(tmp_path: Path) -> N
 def test_every_table_has_schema_version() -> None:
     for table in TABLES:
         assert "schema_version" in SCHEMAS[table].names
+
+
+def test_non_local_filesystem_uri_round_trips_and_retains() -> None:
+    # pyarrow's in-memory filesystem stands in for s3:// or hdfs://: the same non-local code path.
+    lake = Lake("mock:///lake")
+    assert not lake.local
+    old = new_poll_id(datetime(2026, 1, 1, tzinfo=UTC))
+    new = new_poll_id(datetime(2026, 1, 10, tzinfo=UTC))
+    for pid in (old, new):
+        lake.write("cluster_snapshots", [_cluster_row(pid, "a", cluster_id=pid[-4:])], poll_id=pid)
+    latest = readers.latest_clusters(lake)
+    assert latest.poll_id.tolist() == [new]
+    assert lake.apply_retention(3, today=date(2026, 1, 10)) == ["lake/cluster_snapshots/date=2026-01-01"]
+    assert lake.days("cluster_snapshots") == ["2026-01-10"]
