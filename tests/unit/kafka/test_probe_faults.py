@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from backend.kafka import probe as probe_mod
+from backend.kafka import probe_cli
 from backend.kafka import protocol as P
 from backend.kafka.probe import ProbeSecurity, probe_broker, probe_brokers
 from tests.rig.tls import make_tls_files
@@ -301,19 +302,19 @@ def test_probe_cli_prints_json_and_exit_codes(capsys: pytest.CaptureFixture[str]
     import json
 
     parser = argparse.ArgumentParser()
-    probe_mod.add_probe_arguments(parser)
+    probe_cli.add_probe_arguments(parser)
     s = socket.create_server(("127.0.0.1", 0))
     dead = s.getsockname()[1]
     s.close()
     with ScriptedBroker(_healthy) as broker:
-        code = probe_mod.run_probe_command(parser.parse_args([f"127.0.0.1:{broker.port}", "--json", "--timeout", "2"]))
+        code = probe_cli.run_probe_command(parser.parse_args([f"127.0.0.1:{broker.port}", "--json", "--timeout", "2"]))
         out = json.loads(capsys.readouterr().out)
         assert code == 0 and out[0]["ok"] and out[0]["cluster_id"] == "scripted"
         assert out[0]["provenance"] == "guessed"
-        code = probe_mod.run_probe_command(parser.parse_args([f"127.0.0.1:{broker.port}", f"127.0.0.1:{dead}"]))
+        code = probe_cli.run_probe_command(parser.parse_args([f"127.0.0.1:{broker.port}", f"127.0.0.1:{dead}"]))
         lines = capsys.readouterr().out.splitlines()
     assert code == 1 and "ok  cluster=scripted" in lines[0] and "refused" in lines[1]
-    assert probe_mod.run_probe_command(parser.parse_args(["nonsense"])) == 2
+    assert probe_cli.run_probe_command(parser.parse_args(["nonsense"])) == 2
     assert "not a HOST:PORT" in capsys.readouterr().err
 
 
@@ -322,13 +323,13 @@ def test_probe_cli_reads_a_fleet_file(tmp_path: Path, capsys: pytest.CaptureFixt
     import json
 
     parser = argparse.ArgumentParser()
-    probe_mod.add_probe_arguments(parser)
+    probe_cli.add_probe_arguments(parser)
     with ScriptedBroker(_healthy) as broker:
         fleet = tmp_path / "clusters.toml"
         fleet.write_text(f'[[clusters]]\nname = "one"\nbootstrap_servers = ["127.0.0.1:{broker.port}"]\n')
-        code = probe_mod.run_probe_command(parser.parse_args(["--fleet", str(fleet), "--cluster", "one", "--json"]))
+        code = probe_cli.run_probe_command(parser.parse_args(["--fleet", str(fleet), "--cluster", "one", "--json"]))
     assert code == 0 and json.loads(capsys.readouterr().out)[0]["cluster_id"] == "scripted"
-    assert probe_mod.run_probe_command(parser.parse_args(["--fleet", str(fleet), "--cluster", "nope"])) == 2
+    assert probe_cli.run_probe_command(parser.parse_args(["--fleet", str(fleet), "--cluster", "nope"])) == 2
 
 
 def test_unresolvable_host_is_a_dns_error() -> None:
