@@ -91,6 +91,9 @@ class BrokerServer:
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
         except (_Close, P.ProtocolError, TimeoutError, ConnectionError, OSError) as exc:
             log.debug("lab broker %s/%s closes %s: %s", self.cluster.spec.name, self.broker.id, conn.peer, exc)
+        except asyncio.CancelledError:
+            # The lab is stopping: end quietly (asyncio would print the cancelled connection task).
+            pass
         except Exception:  # a bug in one connection must not take down the broker
             log.exception("lab broker %s/%s: unexpected error", self.cluster.spec.name, self.broker.id)
         finally:
