@@ -222,7 +222,10 @@ def time_page(page: object, url: str, marker: str) -> float:
     page.wait_for_function(  # type: ignore[attr-defined]
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
         " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=300_000)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    if page.query_selector("[data-testid='stException']"):  # type: ignore[attr-defined]
+        raise RuntimeError(f"{url} rendered an exception; the timing would be meaningless")
+    return elapsed
 
 
 def measure(servers: dict[str, str], browser: object, repeats: int) -> list[Measurement]:
@@ -253,6 +256,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "ui_bench.json")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
+
+    # SIGTERM unwinds like Ctrl-C, so the Streamlit servers in `finally` are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     with tempfile.TemporaryDirectory(prefix="ui-bench-") as tmp:
         workdir = Path(tmp)
