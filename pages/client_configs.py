@@ -7,6 +7,8 @@ import streamlit as st
 from backend.export import config_views
 from dashboard import charts, components, data
 
+CHARTS_PER_SECTION = 8
+
 
 def main() -> None:
     """Render the client-config page."""
@@ -45,18 +47,28 @@ def main() -> None:
     tiles[3].metric("sensitive keys dropped", f"{counts.sensitive_dropped:,}",
                     help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
 
+    categorical = config_views.categorical_keys(dist, numeric)
+    numeric_keys = sorted(numeric["key"].unique())
     st.subheader("Categorical keys")
-    for key in config_views.categorical_keys(dist, numeric)[:12]:
+    for key in categorical[:CHARTS_PER_SECTION]:
         st.plotly_chart(charts.categorical_distribution(dist, key=key), key=f"client_configs_cat_{key}")
     st.subheader("Numeric keys")
-    for key in sorted(numeric["key"].unique())[:12]:
+    for key in numeric_keys[:CHARTS_PER_SECTION]:
         st.plotly_chart(charts.numeric_distribution(numeric, key=key), key=f"client_configs_num_{key}")
+    hidden = max(0, len(categorical) - CHARTS_PER_SECTION) + max(0, len(numeric_keys) - CHARTS_PER_SECTION)
+    if hidden:
+        st.caption(f"{hidden} more keys: pick them in the Key filter above.")
     st.subheader("Default vs overridden")
     st.plotly_chart(charts.default_share_chart(defaults.head(60)), key="client_configs_defaults")
     st.subheader("Client software")
     st.plotly_chart(charts.client_versions_chart(versions), key="client_configs_versions")
     st.dataframe(versions.drop(columns=["cluster_id", "computed_at", "schema_version"], errors="ignore"),
                  key="client_configs_versions_table", hide_index=True)
+    groups = config_views.filter_results(data.result(location, "group_drift"), clusters=scope["clusters"], keys=keys)
+    if not groups.empty:
+        st.subheader("Consumer groups whose members disagree")
+        st.dataframe(groups[["cluster", "group_id", "key", "members", "distinct_values", "value_counts_json"]],
+                     key="client_configs_group_drift", hide_index=True)
 
 
 main()

@@ -27,6 +27,7 @@ TABLE_COLUMNS = {
     "compare_overlap": {"topic", "clusters", "same_id"},
     "client_configs_versions_table": {"client_software_name", "instances"},
     "alerts_table": {"severity", "rule", "evidence", "rationale"},
+    "client_configs_group_drift": {"group_id", "members", "value_counts_json"},
 }
 
 
@@ -147,8 +148,14 @@ def test_client_configs_filters_and_counts(fixture_lake: Path, open_page: OpenPa
     assert metrics["sensitive keys dropped"] == "7"
     table = _frame(app, "client_configs_versions_table")
     assert len(table) == 3
+    groups = _frame(app, "client_configs_group_drift")
+    assert list(zip(groups["cluster"], groups["group_id"], strict=True)) == [("prod-eu", "reporting")]
+    charts_before = len(app.get("plotly_chart"))
     app.multiselect(key="client_configs_clusters").select("prod-us").run()
     assert list(_frame(app, "client_configs_versions_table")["cluster"]) == ["prod-us"]
+    assert not any(set(t.value.columns) >= {"group_id", "members"} for t in app.dataframe)  # prod-eu's group gone
+    app.multiselect(key="client_configs_keys").select("acks").run()
+    assert len(app.get("plotly_chart")) < charts_before
     app.multiselect(key="client_configs_software").select("apache-kafka-java").run()
     assert _frame(app, "client_configs_versions_table").empty
 
