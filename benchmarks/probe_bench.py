@@ -3,10 +3,13 @@
 1. Probe round trip (connect, ApiVersions, DescribeCluster), median of 20, against a real
    Apache Kafka 4.x broker (started by the test rig, or --bootstrap) and a lab broker, each
    next to the bare TCP connect time to the same listener.
-2. Codec throughput: Metadata v12 responses with 10,000 topics (3 partitions each) decoded
+2. Topic ids of 1,000 topics on the real broker: the probe's one Metadata v12 request vs
+   confluent-kafka's list_topics + describe_topics (wall and CPU time, same ids checked).
+3. Codec throughput: Metadata v12 responses with 10,000 topics (3 partitions each) decoded
    and encoded per CPU-second, next to a 1,000-topic response to show how it scales.
 
-Run: .venv/bin/python -m benchmarks.probe_bench [--repeats 20] [--topics 10000] [--bootstrap host:port] [--no-real]
+Run: .venv/bin/python -m benchmarks.probe_bench [--repeats 20] [--topics 10000] [--real-topics 1000]
+     [--bootstrap host:port] [--no-real]
 """
 
 from __future__ import annotations
@@ -51,6 +54,51 @@ def bench_probe(host: str, port: int, repeats: int) -> dict[str, Any]:
             "probe_over_connect": round(probe["median_ms"] / max(connect["median_ms"], 1e-6), 1),
             "provenance": last.provenance if last else None,
             "version": (last.software_version or f"{last.version_min}-{last.version_max}") if last else None}
+
+
+def bench_topic_ids(bootstrap: str, host: str, port: int, topics: int, repeats: int) -> dict[str, Any]:
+    """Topic ids of every topic: one probe Metadata v12 request vs confluent-kafka's DescribeTopics."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [f"bench-{i:05d}" for i in range(topics)]
+    for start in range(0, topics, 200):
+        futures = admin.create_topics([NewTopic(n, 1, 1) for n in names[start:start + 200]], request_timeout=60)
+        for future in futures.values():
+            future.result(timeout=120)
+
+    def via_probe() -> dict[str, str]:
+        result = probe_broker(host, port, timeout_s=30, with_metadata=True)
+        assert result.ok and result.metadata is not None, result.error
+        return {t["name"]: t["topic_id"] for t in result.metadata["topics"]}
+
+    def via_admin() -> dict[str, str]:
+        listed = admin.list_topics(timeout=30).topics
+        described = admin.describe_topics(TopicCollection(list(listed)), request_timeout=30)
+        return {name: str(f.result(timeout=30).topic_id).replace("+", "-").replace("/", "_")
+                for name, f in described.items()}
+
+    deadline = time.monotonic() + 60
+    while len(via_probe()) < topics and time.monotonic() < deadline:
+        time.sleep(0.5)
+    ours, theirs = via_probe(), via_admin()
+    assert {n: ours[n] for n in names} == {n: theirs[n] for n in names}, "topic ids differ"
+    runs: dict[str, list[float]] = {"probe_metadata": [], "admin_describe_topics": []}
+    cpu: dict[str, list[float]] = {"probe_metadata": [], "admin_describe_topics": []}
+    for _ in range(repeats):
+        for name, fn in (("probe_metadata", via_probe), ("admin_describe_topics", via_admin)):
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            runs[name].append(time.perf_counter() - w)
+            cpu[name].append(time.process_time() - c)
+    out: dict[str, Any] = {"topics": topics}
+    for name in runs:
+        out[name] = {**_stats(runs[name]), "cpu_median_ms": round(statistics.median(cpu[name]) * 1000, 1)}
+    out["admin_over_probe_wall"] = round(out["admin_describe_topics"]["median_ms"] / out["probe_metadata"]["median_ms"], 2)
+    out["admin_over_probe_cpu"] = round(out["admin_describe_topics"]["cpu_median_ms"]
+                                        / max(out["probe_metadata"]["cpu_median_ms"], 0.1), 2)
+    return out
 
 
 def metadata_body(topics: int, partitions: int = 3, brokers: int = 3) -> dict[str, Any]:
@@ -102,6 +150,8 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=10_000)
     ap.add_argument("--bootstrap", help="host:port of an existing broker instead of starting one")
     ap.add_argument("--no-real", action="store_true", help="skip the real Kafka broker")
+    ap.add_argument("--real-topics", type=int, default=1000,
+                    help="topics to create on the real broker for the topic-id comparison (0: skip)")
     args = ap.parse_args()
 
     out: dict[str, Any] = {}
@@ -132,6 +182,9 @@ def main() -> None:
                 node = cluster.brokers[0]
                 out["probe_real_broker"] = bench_probe(node.host, node.port, args.repeats)
                 out["probe_real_broker"]["kafka_version"] = cluster.version
+                if args.real_topics:
+                    out["topic_ids_real_broker"] = bench_topic_ids(
+                        cluster.bootstrap, node.host, node.port, args.real_topics, repeats=5)
             finally:
                 cluster.stop()
     if "probe_real_broker" in out:
