@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 
 from backend.configs.cli import add_ingest_arguments, run_ingest_command
 from backend.configs.ingest import ingest_java_log, ingest_properties, ingest_sink
@@ -146,7 +147,7 @@ def test_properties_dir_layout_and_headers(tmp_path: Path) -> None:
         assert lake_bytes_contain(lake, secret) == []
 
 
-def test_cli_prints_counts(tmp_path: Path, capsys) -> None:
+def test_cli_prints_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
     sink, lake = tmp_path / "sink", tmp_path / "lake"
@@ -165,3 +166,16 @@ def test_cli_prints_counts(tmp_path: Path, capsys) -> None:
     assert missing == 1
     files = list(ds.dataset(str(lake / "client_configs"), format="parquet").files)
     assert len(files) == 1 and not os.path.basename(files[0]).startswith(".")
+
+
+def test_python_m_backend_ingest_java_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from backend.cli import main
+
+    lake = tmp_path / "lake"
+    code = main(["ingest", "--lake", str(lake), "--java-log",
+                 str(FIXTURES / "clients_interleaved.log"), "--cluster-id", "prod"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "records written:     4" in out
+    assert "my.app.db.password: 1" in out and "s3cr3t-db" not in out
+    assert {r["cluster_id"] for r in _rows(lake)} == {"prod"}
