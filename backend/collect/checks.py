@@ -8,13 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from backend.collect.model import Alert, BrokerSnapshot, ClusterSnapshot
 
 KIP78_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-78%3A+Cluster+Id"
-KIP516_URL = (
-    "https://cwiki.apache.org/confluence/display/KAFKA/KIP-516%3A+Topic+Identifiers"
-)
-KIP885_URL = (
-    "https://cwiki.apache.org/confluence/display/KAFKA/"
-    "KIP-885%3A+Expose+Broker%27s+Name+and+Version+to+Clients"
-)
+KIP516_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-516%3A+Topic+Identifiers"
+KIP885_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-885%3A+Expose+Broker%27s+Name+and+Version+to+Clients"
 REPLICATION_URL = "https://kafka.apache.org/documentation/#replication"
 BASIC_OPS_URL = "https://kafka.apache.org/documentation/#basic_ops"
 CONTROLLER_URL = "https://kafka.apache.org/documentation/#kraft"
@@ -53,10 +48,7 @@ def _label(version: tuple[str | None, str | None]) -> str:
 
 def zk_cluster_id_mismatch(current: ClusterSnapshot) -> list[Alert]:
     """KIP-78: the id in ZooKeeper differs from the id the brokers report (misrouted cluster)."""
-    if (
-        not (current.zk_cluster_id and current.cluster_id)
-        or current.zk_cluster_id == current.cluster_id
-    ):
+    if not (current.zk_cluster_id and current.cluster_id) or current.zk_cluster_id == current.cluster_id:
         return []
     return [
         Alert(
@@ -112,10 +104,7 @@ def version_skew(current: ClusterSnapshot) -> list[Alert]:
             versions[version].append(broker.broker_id)
     if len(versions) < 2:
         return []
-    evidence = {
-        _label(v): sorted(ids)
-        for v, ids in sorted(versions.items(), key=lambda kv: str(kv[0]))
-    }
+    evidence = {_label(v): sorted(ids) for v, ids in sorted(versions.items(), key=lambda kv: str(kv[0]))}
     names = {v[0] for v in versions}
     what = "different software" if len(names) > 1 else "different versions"
     return [
@@ -125,17 +114,13 @@ def version_skew(current: ClusterSnapshot) -> list[Alert]:
             cluster_name=current.cluster_name,
             subject="broker versions",
             evidence={"brokers_by_version": evidence},
-            explanation=f"Brokers run {what}: "
-            + "; ".join(f"{k} on {v}" for k, v in evidence.items())
-            + ".",
+            explanation=f"Brokers run {what}: " + "; ".join(f"{k} on {v}" for k, v in evidence.items()) + ".",
             doc_url=KIP885_URL,
         )
     ]
 
 
-def broker_upgraded(
-    previous: ClusterSnapshot | None, current: ClusterSnapshot
-) -> list[Alert]:
+def broker_upgraded(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """A broker's software name or version changed since the previous poll."""
     if previous is None:
         return []
@@ -166,9 +151,7 @@ def broker_upgraded(
     return alerts
 
 
-def topic_recreated(
-    previous: ClusterSnapshot | None, current: ClusterSnapshot
-) -> list[Alert]:
+def topic_recreated(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """KIP-516: a topic name now has a different topic id (deleted and recreated between polls)."""
     if previous is None:
         return []
@@ -203,10 +186,7 @@ def zk_topic_id_mismatch(current: ClusterSnapshot) -> list[Alert]:
     """KIP-516: the topic id in ZooKeeper differs from the one the brokers report."""
     alerts = []
     for topic in current.topics:
-        if (
-            not (topic.zk_topic_id and topic.topic_id)
-            or topic.zk_topic_id == topic.topic_id
-        ):
+        if not (topic.zk_topic_id and topic.topic_id) or topic.zk_topic_id == topic.topic_id:
             continue
         alerts.append(
             Alert(
@@ -220,8 +200,7 @@ def zk_topic_id_mismatch(current: ClusterSnapshot) -> list[Alert]:
                     "zk_topic_id": topic.zk_topic_id,
                 },
                 explanation=(
-                    f"Topic {topic.topic} has id {topic.topic_id} in Metadata but {topic.zk_topic_id} in "
-                    "ZooKeeper /brokers/topics."
+                    f"Topic {topic.topic} has id {topic.topic_id} in Metadata but {topic.zk_topic_id} in ZooKeeper /brokers/topics."
                 ),
                 doc_url=KIP516_URL,
             )
@@ -229,9 +208,7 @@ def zk_topic_id_mismatch(current: ClusterSnapshot) -> list[Alert]:
     return alerts
 
 
-def topic_created(
-    previous: ClusterSnapshot | None, current: ClusterSnapshot
-) -> list[Alert]:
+def topic_created(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """Topics present now that were absent in the previous poll."""
     if previous is None:
         return []
@@ -255,9 +232,7 @@ def topic_created(
     ]
 
 
-def topic_deleted(
-    previous: ClusterSnapshot | None, current: ClusterSnapshot
-) -> list[Alert]:
+def topic_deleted(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """Topics present in the previous poll that are gone now."""
     if previous is None:
         return []
@@ -277,9 +252,7 @@ def topic_deleted(
     ]
 
 
-def controller_changed(
-    previous: ClusterSnapshot | None, current: ClusterSnapshot
-) -> list[Alert]:
+def controller_changed(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """The active controller moved to another node since the previous poll."""
     if previous is None:
         return []
@@ -299,9 +272,7 @@ def controller_changed(
     ]
 
 
-def broker_missing(
-    previous: ClusterSnapshot | None, current: ClusterSnapshot
-) -> list[Alert]:
+def broker_missing(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """A broker seen before, or still named as a replica, is no longer registered."""
     live = {b.broker_id for b in current.live_brokers}
     reasons: dict[int, str] = {}
@@ -311,9 +282,7 @@ def broker_missing(
                 reasons[broker.broker_id] = "listed in the previous poll"
     for broker_id in current.missing_broker_ids:
         if broker_id not in live:
-            reasons.setdefault(
-                broker_id, "still assigned as a replica or registered elsewhere"
-            )
+            reasons.setdefault(broker_id, "still assigned as a replica or registered elsewhere")
     return [
         Alert(
             rule="broker_missing",
@@ -332,9 +301,7 @@ def broker_missing(
     ]
 
 
-def _partition_alert(
-    current: ClusterSnapshot, rule: str, attr: str, severity: str, what: str
-) -> list[Alert]:
+def _partition_alert(current: ClusterSnapshot, rule: str, attr: str, severity: str, what: str) -> list[Alert]:
     affected = [t for t in current.topics if getattr(t, attr) > 0]
     if not affected:
         return []
@@ -382,9 +349,7 @@ _SINGLE: tuple[Callable[[ClusterSnapshot], list[Alert]], ...] = (
     under_replicated,
     offline_partitions,
 )
-_PAIRED: tuple[
-    Callable[[ClusterSnapshot | None, ClusterSnapshot], list[Alert]], ...
-] = (
+_PAIRED: tuple[Callable[[ClusterSnapshot | None, ClusterSnapshot], list[Alert]], ...] = (
     broker_upgraded,
     topic_recreated,
     topic_created,
@@ -394,9 +359,7 @@ _PAIRED: tuple[
 )
 
 
-def run_checks(
-    previous: Mapping[str, ClusterSnapshot] | None, current: Iterable[ClusterSnapshot]
-) -> list[Alert]:
+def run_checks(previous: Mapping[str, ClusterSnapshot] | None, current: Iterable[ClusterSnapshot]) -> list[Alert]:
     """Run every rule over a poll; clusters without data (down, auth_failed) raise nothing."""
     current = list(current)
     previous = previous or {}

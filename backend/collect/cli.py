@@ -22,21 +22,15 @@ def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
         default="clusters.toml",
         help="fleet file (TOML); default clusters.toml",
     )
-    parser.add_argument(
-        "--lake", default=None, help="lake path or URI; default settings.lake_path"
-    )
-    parser.add_argument(
-        "--secrets", default=None, help="secrets.toml holding [passwords]"
-    )
+    parser.add_argument("--lake", default=None, help="lake path or URI; default settings.lake_path")
+    parser.add_argument("--secrets", default=None, help="secrets.toml holding [passwords]")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--once",
         action="store_true",
         help="poll once and exit (non-zero if a cluster is down)",
     )
-    mode.add_argument(
-        "--interval", type=float, default=None, help="seconds between polls"
-    )
+    mode.add_argument("--interval", type=float, default=None, help="seconds between polls")
 
 
 def format_cluster_line(snapshot: ClusterSnapshot) -> str:
@@ -76,9 +70,7 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
     """Run the poll command; 0 ok, 1 a cluster down/auth_failed with --once, 2 bad config or lake."""
     out = out or sys.stdout
     if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         fleet = load_fleet(args.config, args.secrets)
     except FleetConfigError as exc:
@@ -108,20 +100,14 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
         return 2
     except KeyboardInterrupt:
         return 0
-    if (
-        args.once
-        and last is not None
-        and any(s.status in NO_DATA_STATUSES for s in last.clusters)
-    ):
+    if args.once and last is not None and any(s.status in NO_DATA_STATUSES for s in last.clusters):
         return 1
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry point: python -m backend.collect.cli --config ... --once."""
-    parser = argparse.ArgumentParser(
-        prog="python -m backend.collect.cli", description=__doc__
-    )
+    parser = argparse.ArgumentParser(prog="python -m backend.collect.cli", description=__doc__)
     add_poll_arguments(parser)
     return run_poll_command(parser.parse_args(argv))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -39,21 +38,17 @@ def alert_id(poll_id: str, alert: Alert) -> str:
     return hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
 
 
-def _table(name: str, columns: dict[str, Sequence[Any]], rows: int) -> pa.Table:
+def _table(name: str, columns: dict[str, list[Any]], rows: int) -> pa.Table:
     schema = schema_for(name)
     columns["schema_version"] = [SCHEMA_VERSION] * rows
-    return pa.Table.from_pydict(
-        {f.name: columns[f.name] for f in schema}, schema=schema
-    )
+    return pa.Table.from_pydict({f.name: columns[f.name] for f in schema}, schema=schema)
 
 
 def poll_tables(poll: FleetPoll) -> dict[str, pa.Table]:
     """Return the lake tables of one poll, columnar (fast for 100,000s of topics)."""
     at, pid = poll.polled_at, poll.poll_id
     clusters = poll.clusters
-    cluster_cols: dict[str, list[Any]] = {
-        f.name: [] for f in schema_for(CLUSTER_SNAPSHOTS)
-    }
+    cluster_cols: dict[str, list[Any]] = {f.name: [] for f in schema_for(CLUSTER_SNAPSHOTS)}
     for s in clusters:
         live = s.live_brokers
         values = {
@@ -67,9 +62,7 @@ def poll_tables(poll: FleetPoll) -> dict[str, pa.Table]:
             "status": s.status,
             "error": s.error,
             "broker_count": len(live) if s.has_data else None,
-            "brokers_reachable": sum(1 for b in live if b.reachable)
-            if s.has_data
-            else None,
+            "brokers_reachable": sum(1 for b in live if b.reachable) if s.has_data else None,
             "topic_count": len(s.topics) if s.has_data else None,
             "partition_count": s.partition_count if s.has_data else None,
             "under_replicated": s.under_replicated if s.has_data else None,
@@ -106,9 +99,7 @@ def poll_tables(poll: FleetPoll) -> dict[str, pa.Table]:
     ):  # fmt: skip
         topic_cols[attr] = [getattr(t, attr) for s in clusters for t in s.topics]
 
-    zk_rows = [
-        (s.cluster_name, path, value) for s in clusters for path, value in s.zk_nodes
-    ]
+    zk_rows = [(s.cluster_name, path, value) for s in clusters for path, value in s.zk_nodes]
     zk_cols: dict[str, list[Any]] = {
         "poll_id": [pid] * len(zk_rows),
         "polled_at": [at] * len(zk_rows),
@@ -125,9 +116,7 @@ def poll_tables(poll: FleetPoll) -> dict[str, pa.Table]:
         "severity": [a.severity for a in alerts],
         "cluster_name": [a.cluster_name for a in alerts],
         "subject": [a.subject for a in alerts],
-        "evidence_json": [
-            json.dumps(a.evidence, sort_keys=True, default=str) for a in alerts
-        ],
+        "evidence_json": [json.dumps(a.evidence, sort_keys=True, default=str) for a in alerts],
         "explanation": [a.explanation for a in alerts],
         "doc_url": [a.doc_url for a in alerts],
     }
@@ -149,11 +138,7 @@ def write_fleet_poll(lake: Lake, poll: FleetPoll) -> dict[str, str | None]:
 
 
 def _opt(value: Any) -> Any:
-    if (
-        value is None
-        or (isinstance(value, float) and math.isnan(value))
-        or value is pd.NA
-    ):
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return None
     return value
 
@@ -166,16 +151,8 @@ def _opt_int(value: Any) -> int | None:
 def snapshots_from_state(state: readers.FleetState) -> dict[str, ClusterSnapshot]:
     """Rebuild ClusterSnapshots (for checks) from lake rows, e.g. after a process restart."""
     out: dict[str, ClusterSnapshot] = {}
-    brokers_by = (
-        {k: g for k, g in state.brokers.groupby("cluster_name")}
-        if not state.brokers.empty
-        else {}
-    )
-    topics_by = (
-        {k: g for k, g in state.topics.groupby("cluster_name")}
-        if not state.topics.empty
-        else {}
-    )
+    brokers_by = {k: g for k, g in state.brokers.groupby("cluster_name")} if not state.brokers.empty else {}
+    topics_by = {k: g for k, g in state.topics.groupby("cluster_name")} if not state.topics.empty else {}
     for row in state.clusters.itertuples(index=False):
         name = row.cluster_name
         brokers = []
@@ -207,9 +184,7 @@ def snapshots_from_state(state: readers.FleetState) -> dict[str, ClusterSnapshot
                 "topic", "topic_id", "zk_topic_id", "partitions", "replication_factor", "internal",
                 "under_replicated", "offline_partitions",
             )]  # fmt: skip
-            for topic, tid, zid, parts, rf, internal, urp, offline in zip(
-                *cols, strict=True
-            ):
+            for topic, tid, zid, parts, rf, internal, urp, offline in zip(*cols, strict=True):
                 topics.append(
                     TopicSnapshot(
                         topic=topic,

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from backend.collect.checks import run_checks
 from backend.collect.lakeio import (
@@ -95,17 +96,10 @@ def poll_cluster(
             broker.error = scrub(broker.error, cluster)
         return snapshot
 
-    base = {
-        "cluster_name": cluster.name,
-        "polled_at": polled_at,
-        "tags": dict(cluster.tags),
-    }
     zk_call: _Call | None = None
     if cluster.zookeeper is not None:
         zk_config = cluster.zookeeper
-        zk_call = _Call(
-            lambda: read_zookeeper(zk_config, timeout()), f"zk-{cluster.name}"
-        )
+        zk_call = _Call(lambda: read_zookeeper(zk_config, timeout()), f"zk-{cluster.name}")
         zk_call.start()
 
     admin = clients.get(cluster, settings.request_timeout_s)
@@ -131,18 +125,17 @@ def poll_cluster(
         status = "auth_failed" if exc.kind == "auth" else "down"
         zk_view = _zk_result(zk_call, deadline)
         return finish(
-            ClusterSnapshot(
-                **base,
-                status=status,
+            _row(
+                cluster,
+                polled_at,
+                status,
                 error=str(exc),
                 zk_cluster_id=zk_view.cluster_id if zk_view else None,
                 zk_nodes=zk_view.nodes if zk_view else [],
             )
         )
 
-    probe_call = _Call(
-        lambda: prober(cluster, description.brokers, timeout()), f"probe-{cluster.name}"
-    )
+    probe_call = _Call(lambda: prober(cluster, description.brokers, timeout()), f"probe-{cluster.name}")
     probe_call.start()
     try:
         listing = admin.describe_topics(metadata.topic_names, timeout(), deadline=deadline)
@@ -154,11 +147,7 @@ def poll_cluster(
         errors.append(f"{len(listing.failed)} topics could not be described ({sample})")
 
     probes: dict[int, ProbeOutcome] = {}
-    if (
-        probe_call.wait(deadline)
-        and probe_call.error is None
-        and isinstance(probe_call.result, dict)
-    ):
+    if probe_call.wait(deadline) and probe_call.error is None and isinstance(probe_call.result, dict):
         probes = probe_call.result
     elif probe_call.error is not None:
         errors.append(f"probe: {type(probe_call.error).__name__}: {probe_call.error}")
@@ -170,7 +159,7 @@ def poll_cluster(
     elif zk_view is not None and zk_view.error:
         errors.append(zk_view.error)
 
-    snapshot = _assemble(base, description, listing, probes, zk_view, previous)
+    snapshot = _assemble(cluster, polled_at, description, listing, probes, zk_view, previous)
     snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
     if snapshot.status == "misrouted":
         errors.insert(
@@ -182,34 +171,30 @@ def poll_cluster(
     return finish(snapshot)
 
 
+def _row(cluster: ClusterConfig, polled_at: datetime, status: str, **fields: Any) -> ClusterSnapshot:
+    return ClusterSnapshot(cluster_name=cluster.name, polled_at=polled_at, tags=dict(cluster.tags), status=status, **fields)
+
+
 def _zk_result(call: _Call | None, deadline: float) -> ZkView | None:
     if call is None or not call.wait(deadline):
         return None
     if call.error is not None:
-        return ZkView(
-            error=f"ZooKeeper read failed: {type(call.error).__name__}: {call.error}"
-        )
+        return ZkView(error=f"ZooKeeper read failed: {type(call.error).__name__}: {call.error}")
     return call.result if isinstance(call.result, ZkView) else None
 
 
 def _assemble(
-    base: dict,
+    cluster: ClusterConfig,
+    polled_at: datetime,
     description: ClusterDescription,
     listing: TopicListing,
     probes: dict[int, ProbeOutcome],
     zk_view: ZkView | None,
     previous: ClusterSnapshot | None,
 ) -> ClusterSnapshot:
-    brokers = [
-        _broker(node, description.controller_id, probes.get(node.broker_id))
-        for node in description.brokers
-    ]
+    brokers = [_broker(node, description.controller_id, probes.get(node.broker_id)) for node in description.brokers]
     live = {node.broker_id for node in description.brokers}
-    referenced = (
-        set().union(*(t.replica_broker_ids for t in listing.topics))
-        if listing.topics
-        else set()
-    )
+    referenced = set().union(*(t.replica_broker_ids for t in listing.topics)) if listing.topics else set()
     known: dict[int, tuple[str | None, int | None]] = {}
     if previous is not None:
         known.update({b.broker_id: (b.host, b.port) for b in previous.brokers})
@@ -244,9 +229,10 @@ def _assemble(
         )
         for t in sorted(listing.topics, key=lambda t: t.topic)
     ]
-    return ClusterSnapshot(
-        **base,
-        status="ok",
+    return _row(
+        cluster,
+        polled_at,
+        "ok",
         cluster_id=description.cluster_id,
         zk_cluster_id=zk_view.cluster_id if zk_view is not None else None,
         controller_id=description.controller_id,
@@ -257,9 +243,7 @@ def _assemble(
     )
 
 
-def _broker(
-    node: NodeInfo, controller_id: int | None, probe: ProbeOutcome | None
-) -> BrokerSnapshot:
+def _broker(node: NodeInfo, controller_id: int | None, probe: ProbeOutcome | None) -> BrokerSnapshot:
     snapshot = BrokerSnapshot(
         broker_id=node.broker_id,
         host=node.host,
@@ -278,25 +262,12 @@ def _broker(
     return snapshot
 
 
-def _status(
-    snapshot: ClusterSnapshot, zk_view: ZkView | None, uses_zk: bool, errors: list[str]
-) -> str:
-    if (
-        zk_view is not None
-        and zk_view.cluster_id
-        and snapshot.cluster_id
-        and zk_view.cluster_id != snapshot.cluster_id
-    ):
+def _status(snapshot: ClusterSnapshot, zk_view: ZkView | None, uses_zk: bool, errors: list[str]) -> str:
+    if zk_view is not None and zk_view.cluster_id and snapshot.cluster_id and zk_view.cluster_id != snapshot.cluster_id:
         return "misrouted"
     unreachable = any(not b.reachable for b in snapshot.brokers)
     zk_failed = uses_zk and (zk_view is None or zk_view.error is not None)
-    if (
-        unreachable
-        or snapshot.offline_partitions
-        or snapshot.missing_broker_ids
-        or zk_failed
-        or errors
-    ):
+    if unreachable or snapshot.offline_partitions or snapshot.missing_broker_ids or zk_failed or errors:
         return "degraded"
     return "ok"
 
@@ -353,14 +324,11 @@ def poll_fleet(
 
     snapshots: list[ClusterSnapshot] = []
     for cluster in fleet.clusters:
-        call = calls[cluster.name]
-        snapshot = _collect(cluster, call, deadline, polled_at, settings)
+        snapshot = _collect(cluster, calls[cluster.name], deadline, polled_at, settings)
         snapshot.poll_id = poll_id
         snapshot.polled_at = polled_at
         if snapshot.status != "ok":
-            log.warning(
-                "cluster %s: %s: %s", cluster.name, snapshot.status, snapshot.error
-            )
+            log.warning("cluster %s: %s: %s", cluster.name, snapshot.status, snapshot.error)
         snapshots.append(snapshot)
     alerts = run_checks(previous_state, snapshots)
     return FleetPoll(
@@ -379,30 +347,25 @@ def _collect(
     polled_at: datetime,
     settings: Settings,
 ) -> ClusterSnapshot:
-    base = {
-        "cluster_name": cluster.name,
-        "polled_at": polled_at,
-        "tags": dict(cluster.tags),
-    }
     if call is None:
-        return ClusterSnapshot(
-            **base,
-            status="down",
+        return _row(
+            cluster,
+            polled_at,
+            "down",
             error="the previous poll of this cluster is still running",
         )
     if not call.wait(deadline):
-        return ClusterSnapshot(
-            **base,
-            status="down",
+        return _row(
+            cluster,
+            polled_at,
+            "down",
             error=f"poll did not finish within poll_deadline_s={settings.poll_deadline_s:g}s",
             duration_ms=settings.poll_deadline_s * 1000,
         )
     if call.error is not None or not isinstance(call.result, ClusterSnapshot):
-        error = scrub(
-            f"poll failed: {type(call.error).__name__}: {call.error}", cluster
-        )
+        error = scrub(f"poll failed: {type(call.error).__name__}: {call.error}", cluster)
         log.error("cluster %s: %s", cluster.name, error)
-        return ClusterSnapshot(**base, status="down", error=error)
+        return _row(cluster, polled_at, "down", error=error)
     return call.result
 
 
@@ -419,9 +382,7 @@ def run_poller(
 ) -> FleetPoll | None:
     """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention."""
     lake = lake if isinstance(lake, Lake) else Lake(lake)
-    interval_s = (
-        interval_s if interval_s is not None else fleet.settings.poll_interval_s
-    )
+    interval_s = interval_s if interval_s is not None else fleet.settings.poll_interval_s
     if interval_s <= 0:
         raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
     stop = stop or threading.Event()
@@ -434,9 +395,7 @@ def run_poller(
             write_fleet_poll(lake, last)
             lake.apply_retention(fleet.settings.retention_days)
         except (OSError, LakeError) as exc:
-            log.error(
-                "writing poll %s to %s failed: %s", last.poll_id, lake.location, exc
-            )
+            log.error("writing poll %s to %s failed: %s", last.poll_id, lake.location, exc)
             if once:
                 raise
         for snapshot in last.clusters:

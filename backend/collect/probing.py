@@ -39,22 +39,17 @@ def _text(value: Any) -> str | None:
 
 
 def _api_versions_json(value: Any) -> str | None:
+    """The probe's {api_key: (min, max)} table as JSON text."""
     if value is None:
         return None
     if isinstance(value, str):
         return value
-    if isinstance(value, dict):
-        items = value.items()
-    else:
-        items = ((getattr(v, "api_key", i), v) for i, v in enumerate(value))
-    table = {}
-    for key, entry in items:
+    table: dict[str, Any] = {}
+    for key, entry in dict(value).items():
         if isinstance(entry, (tuple, list)) and len(entry) == 2:
             table[str(key)] = [int(entry[0]), int(entry[1])]
         else:
-            lo = getattr(entry, "min_version", None)
-            hi = getattr(entry, "max_version", None)
-            table[str(key)] = [lo, hi] if lo is not None else str(entry)
+            table[str(key)] = str(entry)
     return json.dumps(table, sort_keys=True)
 
 
@@ -93,9 +88,7 @@ def outcome_from_result(result: Any, elapsed_ms: float) -> ProbeOutcome:
     )
 
 
-def default_prober(
-    cluster: ClusterConfig, nodes: Sequence[NodeInfo], timeout_s: float
-) -> dict[int, ProbeOutcome]:
+def default_prober(cluster: ClusterConfig, nodes: Sequence[NodeInfo], timeout_s: float) -> dict[int, ProbeOutcome]:
     """Probe every broker concurrently with backend.kafka.probe (ApiVersions + KIP-885 DescribeCluster)."""
     from backend.kafka import probe as probe_module
 
@@ -104,17 +97,11 @@ def default_prober(
     def one(node: NodeInfo) -> tuple[int, ProbeOutcome]:
         start = time.monotonic()
         try:
-            result = probe_module.probe_broker(
-                node.host, node.port, security=security, timeout_s=timeout_s
-            )
+            result = probe_module.probe_broker(node.host, node.port, security=security, timeout_s=timeout_s)
         except (OSError, ValueError, RuntimeError, TimeoutError) as exc:
             elapsed = (time.monotonic() - start) * 1000
-            return node.broker_id, ProbeOutcome(
-                reachable=False, probe_ms=elapsed, error=f"{type(exc).__name__}: {exc}"
-            )
-        return node.broker_id, outcome_from_result(
-            result, (time.monotonic() - start) * 1000
-        )
+            return node.broker_id, ProbeOutcome(reachable=False, probe_ms=elapsed, error=f"{type(exc).__name__}: {exc}")
+        return node.broker_id, outcome_from_result(result, (time.monotonic() - start) * 1000)
 
     if not nodes:
         return {}

@@ -187,7 +187,7 @@ class ClusterAdmin:
         except KafkaException as exc:
             raise self._call_error(exc, "Metadata") from None
         brokers = sorted(
-            (NodeInfo(b.id, b.host, b.port, None) for b in metadata.brokers.values()),
+            (NodeInfo(int(b.id), str(b.host), int(b.port), None) for b in metadata.brokers.values()),
             key=lambda n: n.broker_id,
         )
         controller = metadata.controller_id

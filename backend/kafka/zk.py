@@ -44,9 +44,7 @@ def _json(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def read_zookeeper(
-    config: ZooKeeperConfig, timeout_s: float, *, read_topics: bool = True
-) -> ZkView:
+def read_zookeeper(config: ZooKeeperConfig, timeout_s: float, *, read_topics: bool = True) -> ZkView:
     """Read /cluster/id, /controller, /brokers/ids/* and /brokers/topics/* within timeout_s."""
     view = ZkView()
     timeout_s = min(timeout_s, config.timeout_s) if config.timeout_s else timeout_s
@@ -96,9 +94,7 @@ def _children(client: KazooClient, path: str, deadline: float) -> list[str]:
         return []
 
 
-def _read_into(
-    client: KazooClient, view: ZkView, deadline: float, read_topics: bool
-) -> None:
+def _read_into(client: KazooClient, view: ZkView, deadline: float, read_topics: bool) -> None:
     cluster_node = _get(client, "/cluster/id", deadline)
     if cluster_node is not None:
         view.nodes.append(("/cluster/id", cluster_node))
@@ -108,11 +104,7 @@ def _read_into(
         view.nodes.append(("/controller", controller_node))
         broker_id = _json(controller_node).get("brokerid")
         view.controller_id = int(broker_id) if isinstance(broker_id, int) else None
-    ids = [
-        c
-        for c in _children(client, "/brokers/ids", deadline)
-        if c.lstrip("-").isdigit()
-    ]
+    ids = [c for c in _children(client, "/brokers/ids", deadline) if c.lstrip("-").isdigit()]
     pending = {c: client.get_async(f"/brokers/ids/{c}") for c in ids}
     for child, result in pending.items():
         try:

@@ -57,9 +57,7 @@ class Lake:
         text = os.fspath(location)
         if not text:
             raise LakeError("lake location is empty")
-        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text) and not text.startswith(
-            "file://"
-        ):
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text) and not text.startswith("file://"):
             fs, root = pafs.FileSystem.from_uri(text.replace("s3a://", "s3://", 1))
             self.local = False
         else:
@@ -102,9 +100,7 @@ class Lake:
         out: list[LakeFile] = []
         for day in wanted:
             try:
-                infos = self.fs.get_file_info(
-                    pafs.FileSelector(f"{base}/date={day}", allow_not_found=True)
-                )
+                infos = self.fs.get_file_info(pafs.FileSelector(f"{base}/date={day}", allow_not_found=True))
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for info in infos:
@@ -178,9 +174,7 @@ class Lake:
                     files = [f for f in files if self._exists(f.path)]
         raise AssertionError("unreachable")
 
-    def apply_retention(
-        self, retention_days: int, *, today: date | None = None
-    ) -> list[str]:
+    def apply_retention(self, retention_days: int, *, today: date | None = None) -> list[str]:
         """Delete day partitions older than retention_days and stale temp files; return deleted."""
         if retention_days < 1:
             raise LakeError(f"retention_days must be >= 1, got {retention_days}")
@@ -198,15 +192,11 @@ class Lake:
         return deleted
 
 
-def _to_table(
-    table: str, rows: Sequence[Mapping[str, Any]] | pa.Table, schema: pa.Schema
-) -> pa.Table:
+def _to_table(table: str, rows: Sequence[Mapping[str, Any]] | pa.Table, schema: pa.Schema) -> pa.Table:
     if isinstance(rows, pa.Table):
         data = rows
         if "schema_version" not in data.column_names:
-            data = data.append_column(
-                "schema_version", pa.array([SCHEMA_VERSION] * data.num_rows, pa.int32())
-            )
+            data = data.append_column("schema_version", pa.array([SCHEMA_VERSION] * data.num_rows, pa.int32()))
         missing = [n for n in schema.names if n not in data.column_names]
         if missing:
             raise LakeError(f"{table}: missing columns {missing}")
@@ -247,7 +237,7 @@ def _write_local_atomic(data: pa.Table, directory: str, final: str) -> None:
 
 
 def _remove_stale_temps(directory: str) -> list[str]:
-    removed = []
+    removed: list[str] = []
     now = time.time()
     try:
         names = os.listdir(directory)

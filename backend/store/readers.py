@@ -83,9 +83,7 @@ def _since_days(lake: Lake, table: str, since: datetime | None) -> list[str]:
     return [d for d in days if d >= first]
 
 
-def _time_filter(
-    table: str, since: datetime | None, until: datetime | None
-) -> ds.Expression | None:
+def _time_filter(table: str, since: datetime | None, until: datetime | None) -> ds.Expression | None:
     col = ds.field(time_column(table))
     expr: ds.Expression | None = None
     if since is not None:
@@ -106,9 +104,7 @@ def _and(*parts: ds.Expression | None) -> ds.Expression | None:
 
 def latest_poll_id(lake: LakeLike) -> str | None:
     """Return the id of the newest poll in cluster_snapshots, or None for an empty lake."""
-    files = open_lake(lake).files(
-        CLUSTER_SNAPSHOTS, _last_days(open_lake(lake), CLUSTER_SNAPSHOTS, 1)
-    )
+    files = open_lake(lake).files(CLUSTER_SNAPSHOTS, _last_days(open_lake(lake), CLUSTER_SNAPSHOTS, 1))
     return files[-1].poll_id if files else None
 
 
@@ -116,14 +112,10 @@ def _last_days(lake: Lake, table: str, count: int) -> list[str]:
     return lake.days(table)[-count:] if count > 0 else []
 
 
-def latest_clusters(
-    lake: LakeLike, *, lookback_days: int = 2, with_data: bool = False
-) -> pd.DataFrame:
+def latest_clusters(lake: LakeLike, *, lookback_days: int = 2, with_data: bool = False) -> pd.DataFrame:
     """Return the newest cluster_snapshots row per cluster (optionally the newest that had data)."""
     lk = open_lake(lake)
-    files = lk.files(
-        CLUSTER_SNAPSHOTS, _last_days(lk, CLUSTER_SNAPSHOTS, lookback_days)
-    )
+    files = lk.files(CLUSTER_SNAPSHOTS, _last_days(lk, CLUSTER_SNAPSHOTS, lookback_days))
     filt = None
     if with_data:
         filt = ~ds.field("status").isin(pa.array(sorted(NO_DATA_STATUSES)))
@@ -131,15 +123,11 @@ def latest_clusters(
     if table is None or table.num_rows == 0:
         return empty_frame(CLUSTER_SNAPSHOTS)
     frame = table.to_pandas()
-    frame = frame.sort_values(["cluster_name", "poll_id"]).drop_duplicates(
-        "cluster_name", keep="last"
-    )
+    frame = frame.sort_values(["cluster_name", "poll_id"]).drop_duplicates("cluster_name", keep="last")
     return frame.sort_values("cluster_name").reset_index(drop=True)
 
 
-def _rows_of_polls(
-    lake: Lake, table: str, clusters: pd.DataFrame, cluster_name: str | None = None
-) -> pd.DataFrame:
+def _rows_of_polls(lake: Lake, table: str, clusters: pd.DataFrame, cluster_name: str | None = None) -> pd.DataFrame:
     """Rows of `table` from each cluster's poll listed in `clusters` (cluster_name, poll_id)."""
     if cluster_name is not None:
         clusters = clusters[clusters["cluster_name"] == cluster_name]
@@ -155,29 +143,19 @@ def _rows_of_polls(
     filt = ds.field("cluster_name").isin(pa.array(names, pa.string()))
     frame = lake.read(table, files, filter=filt).to_pandas()
     pairs = clusters[["cluster_name", "poll_id"]]
-    return frame.merge(pairs, on=["cluster_name", "poll_id"], how="inner").reset_index(
-        drop=True
-    )
+    return frame.merge(pairs, on=["cluster_name", "poll_id"], how="inner").reset_index(drop=True)
 
 
-def latest_brokers(
-    lake: LakeLike, cluster_name: str | None = None, *, with_data: bool = False
-) -> pd.DataFrame:
+def latest_brokers(lake: LakeLike, cluster_name: str | None = None, *, with_data: bool = False) -> pd.DataFrame:
     """Return the brokers of each cluster's latest poll."""
     lk = open_lake(lake)
-    return _rows_of_polls(
-        lk, BROKER_SNAPSHOTS, latest_clusters(lk, with_data=with_data), cluster_name
-    )
+    return _rows_of_polls(lk, BROKER_SNAPSHOTS, latest_clusters(lk, with_data=with_data), cluster_name)
 
 
-def latest_topics(
-    lake: LakeLike, cluster_name: str | None = None, *, with_data: bool = False
-) -> pd.DataFrame:
+def latest_topics(lake: LakeLike, cluster_name: str | None = None, *, with_data: bool = False) -> pd.DataFrame:
     """Return the topics of each cluster's latest poll (one cluster when cluster_name is given)."""
     lk = open_lake(lake)
-    return _rows_of_polls(
-        lk, TOPIC_SNAPSHOTS, latest_clusters(lk, with_data=with_data), cluster_name
-    )
+    return _rows_of_polls(lk, TOPIC_SNAPSHOTS, latest_clusters(lk, with_data=with_data), cluster_name)
 
 
 def latest_fleet_state(lake: LakeLike, *, with_data: bool = False) -> FleetState:
@@ -208,9 +186,7 @@ def poll_history(
     files = lk.files(CLUSTER_SNAPSHOTS, _since_days(lk, CLUSTER_SNAPSHOTS, since))
     if not files:
         return empty_frame(CLUSTER_SNAPSHOTS)
-    name_filter = (
-        ds.field("cluster_name") == cluster_name if cluster_name is not None else None
-    )
+    name_filter = ds.field("cluster_name") == cluster_name if cluster_name is not None else None
     filt = _and(name_filter, _time_filter(CLUSTER_SNAPSHOTS, since, until))
     frame = lk.read(CLUSTER_SNAPSHOTS, files, filter=filt).to_pandas()
     return frame.sort_values(["polled_at", "cluster_name"]).reset_index(drop=True)
@@ -246,14 +222,10 @@ def alerts(
     if poll_id is not None:
         parts.append(ds.field("poll_id") == poll_id)
     frame = lk.read(FLEET_ALERTS, files, filter=_and(*parts)).to_pandas()
-    return frame.sort_values(["raised_at", "alert_id"], ascending=False).reset_index(
-        drop=True
-    )
+    return frame.sort_values(["raised_at", "alert_id"], ascending=False).reset_index(drop=True)
 
 
-def version_timeline(
-    lake: LakeLike, cluster_name: str | None = None, *, since: datetime | None = None
-) -> pd.DataFrame:
+def version_timeline(lake: LakeLike, cluster_name: str | None = None, *, since: datetime | None = None) -> pd.DataFrame:
     """Return per broker the first sighting and every software/version change, oldest first."""
     lk = open_lake(lake)
     files = lk.files(BROKER_SNAPSHOTS, _since_days(lk, BROKER_SNAPSHOTS, since))
@@ -280,9 +252,7 @@ def version_timeline(
     frame = lk.read(BROKER_SNAPSHOTS, files, columns=columns, filter=filt).to_pandas()
     if frame.empty:
         return pd.DataFrame(columns=VERSION_TIMELINE_COLUMNS)
-    frame = frame.sort_values(["cluster_name", "broker_id", "poll_id"]).reset_index(
-        drop=True
-    )
+    frame = frame.sort_values(["cluster_name", "broker_id", "poll_id"]).reset_index(drop=True)
     key_cols = [
         "software_name",
         "software_version",
@@ -302,9 +272,7 @@ def version_timeline(
     return out[VERSION_TIMELINE_COLUMNS].reset_index(drop=True)
 
 
-def topic_id_changes(
-    lake: LakeLike, cluster_name: str | None = None, *, since: datetime | None = None
-) -> pd.DataFrame:
+def topic_id_changes(lake: LakeLike, cluster_name: str | None = None, *, since: datetime | None = None) -> pd.DataFrame:
     """Return topics recreated under the same name: old and new topic ids with when each was seen."""
     lk = open_lake(lake)
     files = lk.files(TOPIC_SNAPSHOTS, _since_days(lk, TOPIC_SNAPSHOTS, since))
@@ -323,19 +291,13 @@ def topic_id_changes(
     )
     if table.num_rows == 0:
         return pd.DataFrame(columns=TOPIC_ID_CHANGE_COLUMNS)
-    ids = table.group_by(["cluster_name", "topic", "topic_id"]).aggregate(
-        [("polled_at", "min"), ("polled_at", "max")]
-    )
+    ids = table.group_by(["cluster_name", "topic", "topic_id"]).aggregate([("polled_at", "min"), ("polled_at", "max")])
     counts = ids.group_by(["cluster_name", "topic"]).aggregate([("topic_id", "count")])
-    multi = counts.filter(pc.greater(counts["topic_id_count"], 1)).select(
-        ["cluster_name", "topic"]
-    )
+    multi = counts.filter(pc.greater(counts["topic_id_count"], 1)).select(["cluster_name", "topic"])
     if multi.num_rows == 0:
         return pd.DataFrame(columns=TOPIC_ID_CHANGE_COLUMNS)
     frame = ids.join(multi, ["cluster_name", "topic"], join_type="inner").to_pandas()
-    frame = frame.sort_values(["cluster_name", "topic", "polled_at_min"]).reset_index(
-        drop=True
-    )
+    frame = frame.sort_values(["cluster_name", "topic", "polled_at_min"]).reset_index(drop=True)
     group = frame.groupby(["cluster_name", "topic"], sort=False)
     out = pd.DataFrame(
         {
@@ -349,11 +311,7 @@ def topic_id_changes(
         }
     )
     out = out[out["old_topic_id"].notna()]
-    return (
-        out[TOPIC_ID_CHANGE_COLUMNS]
-        .sort_values("new_first_seen")
-        .reset_index(drop=True)
-    )
+    return out[TOPIC_ID_CHANGE_COLUMNS].sort_values("new_first_seen").reset_index(drop=True)
 
 
 def latest_zk_nodes(lake: LakeLike, cluster_name: str | None = None) -> pd.DataFrame:

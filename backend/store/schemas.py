@@ -112,9 +112,7 @@ def schema_for(table: str) -> pa.Schema:
     try:
         return SCHEMAS[table]
     except KeyError:
-        raise KeyError(
-            f"unknown lake table {table!r}; known: {', '.join(TABLES)}"
-        ) from None
+        raise KeyError(f"unknown lake table {table!r}; known: {', '.join(TABLES)}") from None
 
 
 def time_column(table: str) -> str:

@@ -31,12 +31,8 @@ def broker(
     )
 
 
-def topic(
-    name: str, topic_id: str | None = "id-1", **kw: int | str | None
-) -> TopicSnapshot:
-    return TopicSnapshot(
-        topic=name, topic_id=topic_id, partitions=3, replication_factor=3, **kw
-    )  # type: ignore[arg-type]
+def topic(name: str, topic_id: str | None = "id-1", **kw: int | str | None) -> TopicSnapshot:
+    return TopicSnapshot(topic=name, topic_id=topic_id, partitions=3, replication_factor=3, **kw)  # type: ignore[arg-type]
 
 
 def cluster(
@@ -72,12 +68,8 @@ def test_zk_cluster_id_mismatch() -> None:
     assert rules(alerts) == ["zk_cluster_id_mismatch"]
     assert alerts[0].evidence == {"metadata_cluster_id": "A", "zk_cluster_id": "B"}
     assert alerts[0].severity == "critical"
-    assert (
-        checks.zk_cluster_id_mismatch(cluster(cluster_id="A", zk_cluster_id="A")) == []
-    )
-    assert (
-        checks.zk_cluster_id_mismatch(cluster(cluster_id="A", zk_cluster_id=None)) == []
-    )
+    assert checks.zk_cluster_id_mismatch(cluster(cluster_id="A", zk_cluster_id="A")) == []
+    assert checks.zk_cluster_id_mismatch(cluster(cluster_id="A", zk_cluster_id=None)) == []
 
 
 def test_duplicate_cluster_id() -> None:
@@ -90,19 +82,9 @@ def test_duplicate_cluster_id() -> None:
     )
     assert sorted(a.cluster_name for a in alerts) == ["a", "b"]
     assert alerts[0].evidence["clusters"] == ["a", "b"]
-    assert (
-        checks.duplicate_cluster_id(
-            [cluster("a", cluster_id="X"), cluster("b", cluster_id="Y")]
-        )
-        == []
-    )
+    assert checks.duplicate_cluster_id([cluster("a", cluster_id="X"), cluster("b", cluster_id="Y")]) == []
     # A down cluster carries no id from this poll and cannot collide.
-    assert (
-        checks.duplicate_cluster_id(
-            [cluster("a", cluster_id="X"), cluster("b", cluster_id="X", status="down")]
-        )
-        == []
-    )
+    assert checks.duplicate_cluster_id([cluster("a", cluster_id="X"), cluster("b", cluster_id="X", status="down")]) == []
 
 
 def test_version_skew_compares_facts_only() -> None:
@@ -113,14 +95,10 @@ def test_version_skew_compares_facts_only() -> None:
         "Kafka 3.9.0": [1],
         "Kafka 4.0.0": [2],
     }
-    software = checks.version_skew(
-        cluster(brokers=[broker(1, "3.9.0"), broker(2, "24.1", name="Redpanda")])
-    )
+    software = checks.version_skew(cluster(brokers=[broker(1, "3.9.0"), broker(2, "24.1", name="Redpanda")]))
     assert "different software" in software[0].explanation
     assert checks.version_skew(cluster(brokers=[broker(1), broker(2)])) == []
-    guessed = cluster(
-        brokers=[broker(1, "3.9.0"), broker(2, "3.7", provenance="guessed")]
-    )
+    guessed = cluster(brokers=[broker(1, "3.9.0"), broker(2, "3.7", provenance="guessed")])
     assert checks.version_skew(guessed) == []
 
 
@@ -133,9 +111,7 @@ def test_broker_upgraded() -> None:
     assert alerts[0].evidence["new_software_version"] == "4.0.0"
     assert checks.broker_upgraded(before, before) == []
     assert checks.broker_upgraded(None, after) == []
-    unreachable_now = cluster(
-        brokers=[broker(1, None, reachable=False), broker(2, "3.9.0")]
-    )
+    unreachable_now = cluster(brokers=[broker(1, None, reachable=False), broker(2, "3.9.0")])
     assert checks.broker_upgraded(before, unreachable_now) == []
 
 
@@ -152,22 +128,14 @@ def test_topic_recreated_once_with_both_ids() -> None:
     assert checks.topic_recreated(before, before) == []
     assert checks.topic_recreated(None, after) == []
     # Recreation is not also reported as a deletion plus a creation.
-    assert (
-        checks.topic_created(before, after) == []
-        and checks.topic_deleted(before, after) == []
-    )
+    assert checks.topic_created(before, after) == [] and checks.topic_deleted(before, after) == []
 
 
 def test_zk_topic_id_mismatch() -> None:
-    alerts = checks.zk_topic_id_mismatch(
-        cluster(topics=[topic("t", "A", zk_topic_id="B")])
-    )
+    alerts = checks.zk_topic_id_mismatch(cluster(topics=[topic("t", "A", zk_topic_id="B")]))
     assert rules(alerts) == ["zk_topic_id_mismatch"]
     assert alerts[0].evidence["zk_topic_id"] == "B"
-    assert (
-        checks.zk_topic_id_mismatch(cluster(topics=[topic("t", "A", zk_topic_id="A")]))
-        == []
-    )
+    assert checks.zk_topic_id_mismatch(cluster(topics=[topic("t", "A", zk_topic_id="A")])) == []
     assert checks.zk_topic_id_mismatch(cluster(topics=[topic("t", "A")])) == []
 
 
@@ -176,38 +144,23 @@ def test_topic_created_and_deleted() -> None:
     after = cluster(topics=[topic("b", "2"), topic("c", "3")])
     assert [a.subject for a in checks.topic_created(before, after)] == ["c"]
     assert [a.subject for a in checks.topic_deleted(before, after)] == ["a"]
-    assert (
-        checks.topic_created(before, before) == []
-        and checks.topic_deleted(before, before) == []
-    )
+    assert checks.topic_created(before, before) == [] and checks.topic_deleted(before, before) == []
     assert checks.topic_created(None, after) == []
 
 
 def test_controller_changed() -> None:
-    alerts = checks.controller_changed(
-        cluster(controller_id=1), cluster(controller_id=2)
-    )
+    alerts = checks.controller_changed(cluster(controller_id=1), cluster(controller_id=2))
     assert alerts[0].evidence == {"old_controller_id": 1, "new_controller_id": 2}
-    assert (
-        checks.controller_changed(cluster(controller_id=1), cluster(controller_id=1))
-        == []
-    )
-    assert (
-        checks.controller_changed(cluster(controller_id=-1), cluster(controller_id=2))
-        == []
-    )
+    assert checks.controller_changed(cluster(controller_id=1), cluster(controller_id=1)) == []
+    assert checks.controller_changed(cluster(controller_id=-1), cluster(controller_id=2)) == []
 
 
 def test_broker_missing_from_previous_poll_and_from_replicas() -> None:
     before = cluster(brokers=[broker(1), broker(2), broker(3)])
     after = cluster(brokers=[broker(1), broker(2)])
     assert [a.subject for a in checks.broker_missing(before, after)] == ["broker 3"]
-    still_assigned = cluster(
-        brokers=[broker(1), broker(2), broker(3, None, reachable=False)], missing=[3]
-    )
-    assert [a.subject for a in checks.broker_missing(None, still_assigned)] == [
-        "broker 3"
-    ]
+    still_assigned = cluster(brokers=[broker(1), broker(2), broker(3, None, reachable=False)], missing=[3])
+    assert [a.subject for a in checks.broker_missing(None, still_assigned)] == ["broker 3"]
     assert checks.broker_missing(before, before) == []
 
 
@@ -222,15 +175,10 @@ def test_under_replicated_and_offline_partitions() -> None:
     urp = checks.under_replicated(sick)
     assert rules(urp) == ["under_replicated"] and urp[0].evidence["partitions"] == 2
     offline = checks.offline_partitions(sick)
-    assert (
-        rules(offline) == ["offline_partitions"] and offline[0].severity == "critical"
-    )
+    assert rules(offline) == ["offline_partitions"] and offline[0].severity == "critical"
     assert offline[0].evidence["sample"] == {"b": 1}
     healthy = cluster()
-    assert (
-        checks.under_replicated(healthy) == []
-        and checks.offline_partitions(healthy) == []
-    )
+    assert checks.under_replicated(healthy) == [] and checks.offline_partitions(healthy) == []
 
 
 def test_run_checks_skips_clusters_without_data_and_covers_all_rules() -> None:
@@ -241,9 +189,7 @@ def test_run_checks_skips_clusters_without_data_and_covers_all_rules() -> None:
     ]
     assert rules(checks.run_checks(previous, current)) == ["topic_recreated"]
     # A previous poll without data is no baseline: nothing is "created" against it.
-    assert (
-        checks.run_checks({"c1": cluster(status="down", topics=[])}, current[:1]) == []
-    )
+    assert checks.run_checks({"c1": cluster(status="down", topics=[])}, current[:1]) == []
     documented = {name for name in dir(checks) if name in checks.RULES}
     assert documented == set(checks.RULES)
 

@@ -76,9 +76,7 @@ def test_round_trip_and_restart_keeps_the_baseline(tmp_path: Path) -> None:
     first = _poll("OLD", datetime(2026, 2, 1, 10, tzinfo=UTC))
     first.alerts = run_checks({}, first.clusters)
     write_fleet_poll(lake, first)
-    write_fleet_poll(
-        lake, _poll("", datetime(2026, 2, 1, 10, 1, tzinfo=UTC), status="down")
-    )
+    write_fleet_poll(lake, _poll("", datetime(2026, 2, 1, 10, 1, tzinfo=UTC), status="down"))
 
     restored = load_previous_state(tmp_path)["c1"]
     assert restored.poll_id == first.poll_id  # the down poll is no baseline
@@ -89,11 +87,7 @@ def test_round_trip_and_restart_keeps_the_baseline(tmp_path: Path) -> None:
     assert restored.tags == {"env": "test"}
 
     later = _poll("NEW", datetime(2026, 2, 1, 10, 2, tzinfo=UTC))
-    recreated = [
-        a
-        for a in run_checks({"c1": restored}, later.clusters)
-        if a.rule == "topic_recreated"
-    ]
+    recreated = [a for a in run_checks({"c1": restored}, later.clusters) if a.rule == "topic_recreated"]
     assert len(recreated) == 1 and recreated[0].evidence["new_topic_id"] == "NEW"
 
     clusters = readers.poll_history(tmp_path, "c1")

@@ -35,9 +35,7 @@ def test_poll_id_sorts_by_time_and_round_trips() -> None:
 def test_write_is_partitioned_by_day_with_schema_version(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     pid = new_poll_id(datetime(2026, 3, 4, 12, 0, tzinfo=UTC))
-    path = lake.write(
-        "cluster_snapshots", [_cluster_row(pid, "a", cluster_id="X1")], poll_id=pid
-    )
+    path = lake.write("cluster_snapshots", [_cluster_row(pid, "a", cluster_id="X1")], poll_id=pid)
     assert path is not None
     assert Path(path).parent.name == "date=2026-03-04"
     table = pq.ParquetFile(path).read()
@@ -60,9 +58,7 @@ def test_zero_rows_write_nothing(tmp_path: Path) -> None:
         ([{"cluster_name": "a", "broker_count": "many"}], "do not fit"),
     ],
 )
-def test_bad_rows_raise_clear_error_and_write_nothing(
-    tmp_path: Path, rows: list, message: str
-) -> None:
+def test_bad_rows_raise_clear_error_and_write_nothing(tmp_path: Path, rows: list, message: str) -> None:
     lake = Lake(tmp_path)
     with pytest.raises(LakeError, match=message):
         lake.write("cluster_snapshots", rows, poll_id=new_poll_id())
@@ -87,14 +83,8 @@ def test_readers_on_missing_and_empty_lake_return_typed_empty_frames(
         assert list(state.topics.columns) == SCHEMAS["topic_snapshots"].names
         assert state.clusters.empty and state.topics.empty
         assert list(readers.alerts(location).columns) == SCHEMAS["fleet_alerts"].names
-        assert (
-            list(readers.version_timeline(location).columns)
-            == readers.VERSION_TIMELINE_COLUMNS
-        )
-        assert (
-            list(readers.topic_id_changes(location).columns)
-            == readers.TOPIC_ID_CHANGE_COLUMNS
-        )
+        assert list(readers.version_timeline(location).columns) == readers.VERSION_TIMELINE_COLUMNS
+        assert list(readers.topic_id_changes(location).columns) == readers.TOPIC_ID_CHANGE_COLUMNS
         assert readers.poll_history(location).empty
         assert readers.latest_poll_id(location) is None
 
@@ -135,9 +125,7 @@ def test_latest_state_picks_each_clusters_newest_poll(tmp_path: Path) -> None:
         lake.write("cluster_snapshots", clusters, poll_id=pid)
         lake.write("topic_snapshots", topics, poll_id=pid)
     state = readers.latest_fleet_state(tmp_path)
-    assert dict(
-        zip(state.clusters.cluster_name, state.clusters.poll_id, strict=True)
-    ) == {
+    assert dict(zip(state.clusters.cluster_name, state.clusters.poll_id, strict=True)) == {
         "a": polls[2],
         "b": polls[1],
     }
@@ -163,9 +151,7 @@ def test_with_data_skips_polls_where_the_cluster_was_down(tmp_path: Path) -> Non
         ],
         poll_id=good,
     )
-    lake.write(
-        "cluster_snapshots", [_cluster_row(down, "a", status="down")], poll_id=down
-    )
+    lake.write("cluster_snapshots", [_cluster_row(down, "a", status="down")], poll_id=down)
     assert readers.latest_fleet_state(tmp_path).clusters.status.tolist() == ["down"]
     assert readers.latest_fleet_state(tmp_path).topics.empty
     last_good = readers.latest_fleet_state(tmp_path, with_data=True)
@@ -270,9 +256,7 @@ def test_retention_deletes_only_old_day_partitions(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     today = date(2026, 5, 10)
     for days_ago in (0, 2, 3, 10):
-        at = datetime(today.year, today.month, today.day, 12, tzinfo=UTC) - timedelta(
-            days=days_ago
-        )
+        at = datetime(today.year, today.month, today.day, 12, tzinfo=UTC) - timedelta(days=days_ago)
         pid = new_poll_id(at)
         lake.write("cluster_snapshots", [_cluster_row(pid, "a")], poll_id=pid)
     stale = tmp_path / "cluster_snapshots" / "date=2026-05-10" / ".tmp-stale.parquet"
