@@ -420,12 +420,14 @@ def _run(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None,
         result.timings_ms["describe_cluster"] = _ms(t)
         if with_metadata and P.API_METADATA in result.api_versions:
             t = time.monotonic()
-            version = min(result.api_versions[P.API_METADATA][1], 12)
+            version = min(result.api_versions[P.API_METADATA][1], P.supported_versions(P.API_METADATA)[1])
             # topics=None asks for all topics without creating any (v1+).
             result.metadata = conn.request(P.API_METADATA, version, {
                 "topics": None if version >= 1 else [], "allow_auto_topic_creation": False,
             })
             result.timings_ms["metadata"] = _ms(t)
+            if result.metadata.get("error_code"):  # top-level error, Metadata v13+
+                result.warnings.append(f"Metadata error {P.error_name(result.metadata['error_code'])}")
     finally:
         sock.close()
 
