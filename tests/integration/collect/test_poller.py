@@ -170,6 +170,45 @@ def test_misrouted_lab_cluster(lab_fleet: LabFleet, tmp_path: Path) -> None:
     mismatch = [a for a in poll.alerts if a.rule == "zk_cluster_id_mismatch"]
     assert [a.cluster_name for a in mismatch] == ["staging-zk"]
     assert mismatch[0].evidence["zk_cluster_id"] == staging.zk_cluster_id
+    assert staging.error and staging.zk_cluster_id in staging.error
+
+
+def test_mid_upgrade_lab_cluster_raises_version_skew_from_reported_versions(lab_fleet: LabFleet, tmp_path: Path) -> None:
+    fleet = fleet_from(settings_toml() + lab_toml(lab_fleet, tmp_path, ["prod-us", "prod-eu"]), tmp_path)
+    poll = poll_fleet(fleet)
+    expected: dict[str, list[int]] = {}
+    for broker in lab_fleet.clusters["prod-us"].brokers:
+        expected.setdefault(broker.software_version, []).append(broker.id)
+    assert len(expected) == 2, "lab.toml's prod-us should run two versions"
+    skew = [a for a in poll.alerts if a.rule == "version_skew"]
+    assert [a.cluster_name for a in skew] == ["prod-us"]
+    by_version = {label.split(" ", 1)[1]: ids for label, ids in skew[0].evidence["brokers_by_version"].items()}
+    assert by_version == {v: sorted(ids) for v, ids in expected.items()}
+    assert all(b.version_provenance == "reported" for b in poll.cluster("prod-us").brokers)
+
+
+def test_unreachable_zookeeper_degrades_only_that_cluster(
+    kafka39: KafkaZkCluster, kafka4: KafkaKraftCluster, zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead_zk = f"127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    text = settings_toml(request_timeout_s=3, poll_deadline_s=8) + kafka4_toml(kafka4) + kafka39_toml(kafka39, zookeeper)
+    text += (
+        f'[[clusters]]\nname = "kafka39-dead-zk"\nbootstrap_servers = ["{kafka39.bootstrap}"]\n'
+        f'zookeeper = {{ connect = "{dead_zk}", chroot = "{kafka39.zk_chroot}", timeout_s = 2 }}\n\n'
+    )
+    poll = poll_fleet(fleet_from(text, tmp_path))
+    broken = poll.cluster("kafka39-dead-zk")
+    assert broken.status == "degraded"
+    assert "ZooKeeper" in (broken.error or "")
+    assert broken.cluster_id == kafka39.cluster_id and broken.zk_cluster_id is None
+    assert poll.cluster("kafka39").status == "ok", poll.cluster("kafka39").error
+    assert poll.cluster("kafka4").status == "ok", poll.cluster("kafka4").error
+    # Both names report one cluster id: the fleet file lists the same cluster twice.
+    duplicate = {a.cluster_name for a in poll.alerts if a.rule == "duplicate_cluster_id"}
+    assert duplicate == {"kafka39", "kafka39-dead-zk"}
 
 
 def test_topic_recreated_between_polls_raises_exactly_one_alert(kafka4: KafkaKraftCluster, tmp_path: Path) -> None:
