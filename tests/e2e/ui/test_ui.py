@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ARTIFACTS, StreamlitServer, page_errors, wait_for_streamlit
+from tests.rig.procs import REPO
 from tests.unit.dashboard.lake_fixture import SECRET_VALUE, build_lake
 from tests.unit.dashboard.test_report import external_references
 
@@ -20,9 +23,15 @@ PAGES = {"": ("Fleet", "stDataFrame"), "cluster": ("Cluster", "stDataFrame"),
 
 
 @pytest.fixture(scope="module")
-def fleet_server(streamlit_app: Callable[..., StreamlitServer], tmp_path_factory: pytest.TempPathFactory) -> StreamlitServer:
+def ui_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture lake the UI tests look at."""
+    return build_lake(tmp_path_factory.mktemp("ui-lake"))
+
+
+@pytest.fixture(scope="module")
+def fleet_server(streamlit_app: Callable[..., StreamlitServer], ui_lake: Path) -> StreamlitServer:
     """The app served on the fixture lake."""
-    return streamlit_app(build_lake(tmp_path_factory.mktemp("ui-lake")))
+    return streamlit_app(ui_lake)
 
 
 def _open(page: Any, url: str) -> None:
@@ -112,3 +121,21 @@ def test_export_buttons_download_png_svg_html_and_data(fleet_server: StreamlitSe
     assert csv.splitlines()[0] == "cluster,version,brokers"
     parquet = _download(page, "Parquet", tmp_path)
     assert parquet[:4] == b"PAR1"
+
+
+def test_cli_report_renders_offline_in_chromium(ui_lake: Path, page: Any, tmp_path: Path) -> None:
+    lake = ui_lake
+    out = tmp_path / "drift.html"
+    done = subprocess.run([sys.executable, "-m", "backend", "export", "--report", "drift", "--clusters", "prod-eu,prod-us",
+                           "--lake", str(lake), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text(encoding="utf-8")
+    assert external_references(text) == []
+    requested: list[str] = []
+    page.route("**/*", lambda route: (requested.append(route.request.url), route.continue_())
+               if route.request.url.startswith("file:") else (requested.append(route.request.url), route.abort()))
+    page.goto(out.as_uri())
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60000)
+    assert page.locator(".js-plotly-plot").count() >= 4  # heatmap + one chart per key
+    assert [u for u in requested if not u.startswith("file:")] == []  # nothing fetched from the network
