@@ -95,7 +95,7 @@ def drift_matrix(drift: pd.DataFrame, clusters: list[str] | None = None, top: in
     if clusters:
         frame = frame[frame["cluster_a_name"].isin(clusters) & frame["cluster_b_name"].isin(clusters)]
     if frame.empty:
-        return pd.DataFrame()
+        return pd.DataFrame(index=pd.Index([], dtype=object, name="key"))
     frame = frame.assign(
         pair=frame["cluster_a_name"] + " ↔ " + frame["cluster_b_name"],
         row=frame["key"] + frame["client_type"].map(lambda t: f" ({t})" if t else ""),
