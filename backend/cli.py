@@ -28,6 +28,7 @@ COMMANDS = (
     Command("ingest", "read client-config snapshots (sink, topic, Java logs, .properties) into the lake", "backend.configs.cli", "add_ingest_arguments", "run_ingest_command"),
     Command("lab", "start the lab fleet (KIP-885 / KIP-1324 brokers) and push a synthetic client fleet", "backend.lab.cli", "add_lab_arguments", "run_lab_command"),
     Command("demo", "run everything on the embedded default: lab fleet, poller, Spark job, UI on :8501", "backend.demo", "add_demo_arguments", "run_demo_command"),
+    Command("probe", "probe brokers one by one: ApiVersions, DescribeCluster (KIP-885), version guess", "backend.kafka.probe_cli", "add_probe_arguments", "run_probe_command"),
     Command("export", "export charts and the config-drift report without the UI", "backend.export.cli", "add_export_arguments", "run_export_command"),
 )  # fmt: skip
 
