@@ -56,6 +56,7 @@ def main() -> None:
     navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
                                 for path, title, icon, url in PAGES])
     sidebar()
+    components.unreadable_files(data.lake_problems(data.lake()))
     navigation.run()
 
 

@@ -59,6 +59,14 @@ def no_results(location: str) -> None:
     st.info(NO_RESULTS_HELP.format(lake=location), icon=":material/functions:")
 
 
+def unreadable_files(paths: list[str]) -> None:
+    """Warn about lake files that were skipped because they cannot be read."""
+    if paths:
+        shown = ", ".join(f"`{p}`" for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        st.warning(f"Skipped unreadable result files: {shown}. Press **Recompute** (or run "
+                   "`python -m backend analyze`) to rewrite them.", icon=":material/warning:")
+
+
 def _parquet_bytes(frame: pd.DataFrame) -> bytes:
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)

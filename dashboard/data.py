@@ -49,6 +49,12 @@ def lake_state(location: str) -> tuple[bool, bool]:
     return frames.lake_exists(location), frames.results_exist(location)
 
 
+@st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False)
+def lake_problems(location: str) -> list[str]:
+    """Result files that cannot be read (they are skipped, and the pages say so)."""
+    return frames.unreadable_results(location)
+
+
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def cluster_history(location: str) -> pd.DataFrame:
     """Every cluster snapshot row, oldest first (small: one row per cluster per poll)."""

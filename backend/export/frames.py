@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -11,13 +12,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from backend.pipeline.schema import arrow_schema
+from backend.pipeline.schema import RESULT_TABLES, arrow_schema
 from backend.store import readers
 from backend.store.lake import Lake
 from backend.store.schemas import schema_for
 
 DEFAULT_LAKE = "lake"
 ZK_LOOKBACK_POLLS = 5
+_log = logging.getLogger(__name__)
 SNAPSHOT_TABLES = ("cluster_snapshots", "broker_snapshots", "topic_snapshots", "zk_snapshots", "fleet_alerts")
 
 
@@ -91,24 +93,47 @@ def fleet_alerts(location: str) -> pd.DataFrame:
     return readers.alerts(location)
 
 
-def read_result(location: str, name: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """Read results/<name> with its declared schema; empty frame with the columns when missing."""
-    schema = arrow_schema(name)
+def result_files(location: str, name: str) -> list[str]:
+    """Finished Parquet files of results/<name> (hidden, temp and marker files excluded)."""
     folder = Path(location) / "results" / name
-    files = sorted(str(p) for p in folder.glob("*.parquet")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(str(p) for p in folder.glob("*.parquet") if not p.name.startswith((".", "_")))
+
+
+def unreadable_results(location: str) -> list[str]:
+    """Result files whose Parquet footer cannot be read (truncated or foreign files)."""
+    bad = []
+    for name in RESULT_TABLES:
+        for path in result_files(location, name):
+            try:
+                pq.read_metadata(path)
+            except (pa.ArrowInvalid, OSError):
+                bad.append(path)
+    return bad
+
+
+def read_result(location: str, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """Read results/<name> with its declared schema; unreadable files are skipped (see unreadable_results)."""
+    schema = arrow_schema(name)
     cols = columns or schema.names
-    if not files:
+    tables = []
+    for path in result_files(location, name):
+        try:
+            present = set(pq.read_schema(path).names)
+            tables.append(pq.read_table(path, columns=[c for c in cols if c in present]))
+        except FileNotFoundError:
+            continue  # the pipeline replaced the directory while we listed it
+        except (pa.ArrowInvalid, OSError) as exc:
+            _log.warning("skipping unreadable result file %s: %s", path, exc)
+    if not tables:
         return schema.empty_table().select(cols).to_pandas()
-    table = ds.dataset(files, format="parquet").to_table(columns=[c for c in cols if c in _names(files[0])])
-    for name_ in cols:
-        if name_ not in table.column_names:
-            table = table.append_column(name_, pa.nulls(table.num_rows, schema.field(name_).type))
+    table = pa.concat_tables(tables, promote_options="permissive")
+    for column in cols:
+        if column not in table.column_names:
+            table = table.append_column(column, pa.nulls(table.num_rows, schema.field(column).type))
     frame = table.select(cols).to_pandas()
     for column in frame.columns:
         if pd.api.types.is_datetime64_dtype(frame[column]) and frame[column].dt.tz is None:
             frame[column] = frame[column].dt.tz_localize("UTC")  # Spark writes naive UTC
     return frame
-
-
-def _names(path: str) -> list[str]:
-    return pq.read_schema(path).names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -206,3 +207,14 @@ def test_poll_now_starts_a_background_job_and_shows_its_outcome(
         time.sleep(0.5)
     assert any("poll: failed" in c for c in captions), captions
     assert str(broken) in " ".join(c.value for c in app.sidebar.code)  # the CLI's own error, last lines
+
+
+def test_a_corrupt_result_file_is_skipped_and_named(fixture_lake: Path, open_page: OpenPage, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    shutil.copytree(fixture_lake, lake)
+    bad = lake / "results" / "client_versions" / "part-00001.parquet"
+    bad.write_bytes(b"PAR1 this is not a parquet file")
+    app = open_page(lake, "client_configs")
+    assert any("part-00001.parquet" in w.value and "Recompute" in w.value for w in app.warning)
+    assert len(_frame(app, "client_configs_versions_table")) == 3  # the good file is still shown
+    assert bad.read_bytes().startswith(b"PAR1 this")  # nothing deleted or rewritten
