@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -29,7 +30,7 @@ from backend.config import Fleet, parse_fleet
 from backend.kafka.admin import AdminClientCache
 
 REPO = Path(__file__).resolve().parents[1]
-KCAT = "/usr/bin/kcat"
+KCAT = shutil.which("kcat") or "kcat"
 
 
 def _median_s(fn: object, repeats: int) -> tuple[float, list[float]]:
