@@ -18,10 +18,14 @@ def choose_cluster(location: str) -> str | None:
     wanted = st.query_params.get("cluster")
     if wanted and wanted not in names:
         st.warning(f"Cluster `{wanted}` is not in the lake (or is hidden by the tag filters).")
-    index = names.index(wanted) if wanted in names else (0 if names else None)
-    name = st.selectbox("Cluster", names, index=index, key="cluster_name")
+    if wanted in names and wanted != st.session_state.get("cluster_followed_link"):
+        st.session_state["cluster_name"] = wanted  # a new link wins over the last choice
+    elif st.session_state.get("cluster_name") not in names:
+        st.session_state["cluster_name"] = names[0] if names else None
+    name = st.selectbox("Cluster", names, key="cluster_name")
     if name and name != wanted:
         st.query_params["cluster"] = name
+    st.session_state["cluster_followed_link"] = name
     return name
 
 

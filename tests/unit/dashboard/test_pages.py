@@ -218,3 +218,15 @@ def test_a_corrupt_result_file_is_skipped_and_named(fixture_lake: Path, open_pag
     assert any("part-00001.parquet" in w.value and "Recompute" in w.value for w in app.warning)
     assert len(_frame(app, "client_configs_versions_table")) == 3  # the good file is still shown
     assert bad.read_bytes().startswith(b"PAR1 this")  # nothing deleted or rewritten
+
+
+def test_cluster_choice_and_links_both_win_in_turn(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "cluster", {"cluster": "prod-us"})
+    app.selectbox(key="cluster_name").select("staging").run()
+    assert app.selectbox(key="cluster_name").value == "staging"  # the user's pick sticks
+    assert app.query_params["cluster"] == "staging"  # the URL follows the pick
+    app.query_params["cluster"] = "prod-eu"  # a link to another cluster, same session
+    app.switch_page("../pages/cluster.py")
+    app.run()
+    assert app.selectbox(key="cluster_name").value == "prod-eu"
+    assert len(_frame(app, "cluster_topics")) == 33
