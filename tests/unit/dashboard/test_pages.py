@@ -230,3 +230,17 @@ def test_cluster_choice_and_links_both_win_in_turn(fixture_lake: Path, open_page
     app.run()
     assert app.selectbox(key="cluster_name").value == "prod-eu"
     assert len(_frame(app, "cluster_topics")) == 33
+
+
+def test_sidebar_tag_filters_apply_on_every_page(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake)
+    app.multiselect(key="app_tag_region").select("us").run()
+    app.switch_page("../pages/cluster.py")
+    app.run()
+    assert app.selectbox(key="cluster_name").options == ["prod-us"]
+    app.switch_page("../pages/alerts.py")
+    app.run()
+    assert set(_frame(app, "alerts_table")["cluster"]) == {"prod-us"}
+    app.switch_page("../pages/compare.py")
+    app.run()
+    assert "at least two" in app.info[0].value
