@@ -16,6 +16,11 @@ STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_faile
 # Plain text symbols: headless Chromium often lacks an emoji font.
 STATUS_ICONS = {"ok": "✓", "degraded": "!", "down": "✗", "auth_failed": "✗", "misrouted": "≠"}
 SEVERITY_MARKDOWN_COLORS = {"critical": "red", "warning": "orange", "info": "blue"}
+PROVENANCE_HELP = (
+    "reported: the broker answered KIP-885 (BrokerSoftwareName/Version in DescribeCluster); "
+    "zookeeper: from its ZooKeeper registration; guessed: the broker lacks KIP-885, so the range of "
+    "releases its ApiVersions fingerprint fits is shown; unknown: neither was available"
+)
 NO_LAKE_HELP = (
     "No poll snapshots in the lake `{lake}` yet. Run `make demo`, or poll your fleet with "
     "`python -m backend poll --once --config clusters.toml --lake {lake}`, or press **Poll now** in the sidebar."

@@ -76,7 +76,10 @@ def main() -> None:
     if not brokers.empty and brokers["poll_id"].iloc[0] != row["poll_id"]:
         st.caption(f"The latest poll returned no data; showing brokers and topics last seen at "
                    f"{brokers['polled_at'].iloc[0]:%Y-%m-%d %H:%M} UTC.")
-    st.dataframe(fleet_views.broker_table(brokers), key="cluster_brokers", hide_index=True)
+    st.dataframe(fleet_views.broker_table(brokers), key="cluster_brokers", hide_index=True, column_config={
+        "provenance": st.column_config.TextColumn("provenance", help=components.PROVENANCE_HELP)})
+    if (brokers["version_provenance"] == "guessed").any():
+        st.caption("Some brokers do not implement KIP-885: their version is a guess from ApiVersions, shown as a range.")
     with st.expander("ApiVersions fingerprints"):
         for _, broker in brokers.sort_values("broker_id").iterrows():
             st.caption(f"broker {broker['broker_id']} · {fleet_views.version_label(broker)}")

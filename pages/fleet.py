@@ -50,7 +50,7 @@ def main() -> None:
             "page": st.column_config.LinkColumn("open", display_text="open ↗"),
             "cluster_id": st.column_config.TextColumn("cluster id", help="KIP-78 cluster id"),
             "software": st.column_config.TextColumn("broker software", width="large"),
-            "provenance": st.column_config.TextColumn("version provenance"),
+            "provenance": st.column_config.TextColumn("version provenance", help=components.PROVENANCE_HELP),
             "under_replicated": st.column_config.NumberColumn("URP"),
             "last_poll": st.column_config.TextColumn("last poll (age)"),
         },
