@@ -48,13 +48,18 @@ def main() -> None:
     st.plotly_chart(charts.drift_heatmap(heat), key="compare_drift")
     dist = data.result(location, "distributions")
     dist = dist[dist["cluster"].isin(chosen)]
-    keys = list(heat.index.str.replace(r" \(.*\)$", "", regex=True).unique()) or sorted(dist["key"].unique())
-    key = st.selectbox("Config key", keys, key="compare_key")
-    if key:
+    numeric = data.result(location, "numeric_summary")
+    numeric = numeric[numeric["cluster"].isin(chosen)]
+    drifting = config_views.keys_by_drift(heat)
+    keys = drifting + sorted((set(dist["key"]) | set(numeric["key"])) - set(drifting))
+    key = st.selectbox("Config key (most drifting first)", keys, key="compare_key")
+    if key and key in set(numeric["key"]):
+        st.plotly_chart(charts.numeric_distribution(numeric, key=key), key="compare_num")
+    elif key:
         st.plotly_chart(charts.categorical_distribution(dist, key=key), key="compare_dist")
-        side = dist[dist["key"] == key].pivot_table(index="value", columns="cluster", values="share",
-                                                   aggfunc="sum", fill_value=0.0)
-        st.dataframe(side.style.format("{:.1%}"), key="compare_side")
+        side = config_views.shares_side_by_side(dist, key, chosen)
+        st.dataframe(side, key="compare_side", hide_index=True,
+                     column_config={c: st.column_config.NumberColumn(c, format="percent") for c in chosen})
 
 
 main()

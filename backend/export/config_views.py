@@ -107,6 +107,24 @@ def drift_matrix(drift: pd.DataFrame, clusters: list[str] | None = None, top: in
     return table
 
 
+def keys_by_drift(matrix: pd.DataFrame) -> list[str]:
+    """Config keys of a drift matrix, most drifting first, without the client-type suffix."""
+    if matrix.empty:
+        return []
+    return list(dict.fromkeys(matrix.index.str.replace(r" \(.*\)$", "", regex=True)))
+
+
+def shares_side_by_side(distributions: pd.DataFrame, key: str, clusters: list[str]) -> pd.DataFrame:
+    """Values (rows) × clusters (columns) of one key, holding the share of client instances."""
+    frame = distributions[(distributions["key"] == key) & distributions["cluster"].isin(clusters)]
+    if frame.empty:
+        return pd.DataFrame(columns=["value", *clusters])
+    counts = frame.pivot_table(index="value", columns="cluster", values="instance_count", aggfunc="sum", fill_value=0)
+    shares = (counts / counts.sum()).reindex(columns=[c for c in clusters if c in counts.columns])
+    shares.columns.name = None
+    return shares.reset_index()
+
+
 def name_drift(drift: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
     """Add cluster_a_name / cluster_b_name to drift_clusters rows."""
     out = drift.copy()

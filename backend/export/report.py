@@ -64,7 +64,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
         missing = sorted(set(keys) - set(dist["key"]) - set(numeric["key"]))
         if missing:
             raise ReportError(f"no results for key(s) {', '.join(missing)}")
-        heat = heat[heat.index.str.replace(r" \(.*\)$", "", regex=True).isin(keys)]
+        heat = heat[[k in keys for k in heat.index.str.replace(r" \(.*\)$", "", regex=True)]]
     pair_ok = drift["cluster_a_name"].isin(clusters) & drift["cluster_b_name"].isin(clusters)
     return DriftReportData(
         clusters=latest[latest["cluster_name"].isin(clusters)],
@@ -77,10 +77,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
 
 
 def _top_keys(heat: pd.DataFrame, dist: pd.DataFrame) -> list[str]:
-    if not heat.empty:
-        ordered = heat.index.str.replace(r" \(.*\)$", "", regex=True)
-        return list(dict.fromkeys(ordered))[:DEFAULT_TOP_KEYS]
-    return sorted(dist["key"].unique())[:DEFAULT_TOP_KEYS]
+    return (config_views.keys_by_drift(heat) or sorted(dist["key"].unique()))[:DEFAULT_TOP_KEYS]
 
 
 def _table(frame: pd.DataFrame) -> str:

@@ -26,6 +26,7 @@ TABLE_COLUMNS = {
     "cluster_changes": {"change", "subject", "before", "after"},
     "compare_versions": {"version", "prod-eu"},
     "compare_overlap": {"topic", "clusters", "same_id"},
+    "compare_side": {"value", "prod-eu", "prod-us"},
     "client_configs_versions_table": {"client_software_name", "instances"},
     "alerts_table": {"severity", "rule", "evidence", "rationale"},
     "client_configs_group_drift": {"group_id", "members", "value_counts_json"},
@@ -140,6 +141,12 @@ def test_compare_shows_overlap_and_same_name_different_id(fixture_lake: Path, op
     versions = _frame(app, "compare_versions").set_index("version")
     assert versions.loc["Apache Kafka 3.9.1", "prod-eu"] == 3
     assert app.selectbox(key="compare_key").value == "compression.type"  # most drifting first
+    side = _frame(app, "compare_side").set_index("value")
+    assert side.loc["zstd", "prod-eu"] == pytest.approx(0.6) and side.loc["none", "prod-us"] == pytest.approx(1.0)
+    app.selectbox(key="compare_key").select("acks").run()
+    assert _frame(app, "compare_side").set_index("value").loc["0", "prod-us"] == pytest.approx(0.2)
+    app.selectbox(key="compare_key").select("linger.ms").run()  # numeric: boxes, no share table
+    assert not app.exception and '"name":"prod-us' in app.get("plotly_chart")[-1].proto.spec.replace(" ", "")
 
 
 def test_client_configs_filters_and_counts(fixture_lake: Path, open_page: OpenPage) -> None:
