@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -46,6 +47,11 @@ def status_cell(status: str) -> str:
 def colored_counts(counts: dict[str, int], colors: dict[str, str]) -> str:
     """Markdown like ':green[ok 3] · :red[down 1]' for tile captions."""
     return " · ".join(f":{colors.get(name, 'gray')}[{name} {n}]" for name, n in counts.items())
+
+
+def cluster_link(name: str) -> str:
+    """Relative URL of a cluster's page."""
+    return "./cluster?" + urlencode({"cluster": name})
 
 
 def copyable_id(label: str, value: str | None) -> None:

@@ -42,7 +42,7 @@ def main() -> None:
     brokers = brokers[brokers["cluster_name"].isin(chosen["cluster_name"])]
     table = fleet_views.fleet_table(chosen, brokers)
     table["status"] = table["status"].map(components.status_cell)
-    table.insert(1, "page", "./cluster?cluster=" + table["cluster"])
+    table.insert(1, "page", table["cluster"].map(components.cluster_link))
     st.caption("Select a row (or use the link column) to open a cluster.")
     event = st.dataframe(
         table, key="fleet_table", hide_index=True, on_select="rerun", selection_mode="single-row",
