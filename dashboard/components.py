@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from urllib.parse import urlencode
 
@@ -76,6 +77,11 @@ def unreadable_files(paths: list[str]) -> None:
         shown = ", ".join(f"`{p}`" for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
         st.warning(f"Skipped unreadable result files: {shown}. Press **Recompute** (or run "
                    "`python -m backend analyze`) to rewrite them.", icon=":material/warning:")
+
+
+def file_stem(title: str) -> str:
+    """A safe download file name from a chart title: 'Value shares · acks' -> 'value-shares-acks'."""
+    return "-".join(re.findall(r"[a-z0-9.]+", title.lower())) or "chart"
 
 
 def _parquet_bytes(frame: pd.DataFrame) -> bytes:

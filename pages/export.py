@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -36,8 +37,23 @@ def chart_catalog(location: str, has_results: bool) -> dict[str, Callable[[], tu
             frame = data.result(location, "client_versions")
             return charts.client_versions_chart(frame), frame
 
-        catalog |= {"Config drift heatmap": drift, "Client software per cluster": software}
+        def defaults() -> tuple[go.Figure, pd.DataFrame]:
+            frame = data.result(location, "default_share")
+            return charts.default_share_chart(frame), frame
+
+        catalog |= {"Config drift heatmap": drift, "Client software per cluster": software,
+                    "Default vs overridden": defaults}
+        dist = data.result(location, "distributions")
+        numeric = data.result(location, "numeric_summary")
+        for key in config_views.categorical_keys(dist, numeric):
+            catalog[f"Value shares · {key}"] = partial(_key_chart, charts.categorical_distribution, dist, key)
+        for key in sorted(numeric["key"].unique()):
+            catalog[f"Numeric spread · {key}"] = partial(_key_chart, charts.numeric_distribution, numeric, key)
     return catalog
+
+
+def _key_chart(factory: Callable[..., go.Figure], frame: pd.DataFrame, key: str) -> tuple[go.Figure, pd.DataFrame]:
+    return factory(frame, key=key), frame[frame["key"] == key].drop(columns=["cluster_id"], errors="ignore")
 
 
 def report_section(location: str) -> None:
@@ -70,7 +86,7 @@ def main() -> None:
     name = st.selectbox("Chart", list(catalog), key="export_chart")
     fig, frame = catalog[name]()
     st.plotly_chart(fig, key="export_preview")
-    components.export_buttons(fig, frame, name=name.lower().replace(" ", "-"), key="export_chart_buttons")
+    components.export_buttons(fig, frame, name=components.file_stem(name), key="export_chart_buttons")
     if has_results:
         report_section(location)
     else:

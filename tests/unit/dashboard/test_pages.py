@@ -183,6 +183,11 @@ def test_alerts_merge_fleet_and_config_alerts_and_filter(fixture_lake: Path, ope
 def test_export_page_offers_report_for_chosen_clusters(fixture_lake: Path, open_page: OpenPage) -> None:
     app = open_page(fixture_lake, "export")
     assert app.selectbox(key="export_chart").value == "Broker versions by cluster"
+    options = app.selectbox(key="export_chart").options
+    assert "Value shares · acks" in options and "Numeric spread · linger.ms" in options
+    assert not any("sasl" in o for o in options)
+    app.selectbox(key="export_chart").select("Value shares · acks").run()
+    assert not app.exception and '"name":"all"' in app.get("plotly_chart")[0].proto.spec.replace(" ", "")
     app.multiselect(key="export_report_clusters").select("prod-eu").select("prod-us").run()
     assert not app.exception
     assert not app.error
