@@ -119,6 +119,8 @@ def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state
     for name, info in lab.clusters.items():
         versions = sorted({b.software_version for b in info.brokers})
         zk = f", zookeeper {info.zookeeper_connect}{info.zookeeper_chroot}" if info.zookeeper_connect else ""
+        if info.zookeeper_error:
+            zk = f", not registered in ZooKeeper: {info.zookeeper_error}"
         print(f"  lab cluster {name:<13} {info.profile:<30} {', '.join(versions):<14} {info.bootstrap}{zk}", flush=True)
 
     push_versions = {n: lab.runtimes[n].spec.profile.software_version for n, i in lab.clusters.items() if i.push_config}

@@ -33,6 +33,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _answers_ruok(port: int) -> bool:
+    """Whether the server is serving: it answers the `ruok` four-letter word with `imok`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.settimeout(2)
+            sock.sendall(b"ruok")
+            return sock.recv(4) == b"imok"
+    except OSError:
+        return False
+
+
 @dataclass
 class LocalZooKeeper:
     """A standalone ZooKeeper on 127.0.0.1 with a fresh data dir each start."""
@@ -69,13 +80,11 @@ class LocalZooKeeper:
         while time.monotonic() < deadline:
             if not self.process.running():
                 raise RuntimeError(f"ZooKeeper exited:\n{self.process.tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
+            if _answers_ruok(self.port):
+                return
+            time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"ZooKeeper did not listen within {timeout_s:.0f}s:\n{self.process.tail()}")
+        raise RuntimeError(f"ZooKeeper did not serve within {timeout_s:.0f}s:\n{self.process.tail()}")
 
     def stop(self) -> None:
         """Stop the server by pid."""
