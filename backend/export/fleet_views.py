@@ -106,6 +106,16 @@ def controller_text(controller_id: float | int | None) -> str:
     return "—" if controller_id is None or pd.isna(controller_id) else str(int(controller_id))
 
 
+def _count(value: object) -> int:
+    """A count column's value as int; missing (None or NaN, e.g. a down cluster) is 0."""
+    return 0 if value is None or pd.isna(value) else int(value)  # type: ignore[call-overload]
+
+
+def _text(value: object) -> str:
+    """A text column's value; missing (None or NaN) is ''."""
+    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+
+
 def fleet_table(latest: pd.DataFrame, brokers: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
     """One display row per cluster: status, ids, versions with provenance, topics, URPs, poll age."""
     now = now or datetime.now(UTC)
@@ -116,12 +126,12 @@ def fleet_table(latest: pd.DataFrame, brokers: pd.DataFrame, now: datetime | Non
         mine = brokers[brokers["cluster_name"] == c["cluster_name"]] if not brokers.empty else brokers
         rows.append({
             "cluster": c["cluster_name"], "env": c.get("env", ""), "region": c.get("region", ""),
-            "team": c.get("team", ""), "cluster_id": c["cluster_id"] or "",
-            "status": c["status"], "error": c["error"] or "",
+            "team": c.get("team", ""), "cluster_id": _text(c["cluster_id"]),
+            "status": c["status"], "error": _text(c["error"]),
             "controller": controller_text(c["controller_id"]),
-            "brokers": f"{int(c['brokers_reachable'] or 0)}/{int(c['broker_count'] or 0)}",
+            "brokers": "—" if pd.isna(c["broker_count"]) else f"{_count(c['brokers_reachable'])}/{_count(c['broker_count'])}",
             "software": summarize_versions(mine), "provenance": summarize_provenance(mine),
-            "topics": int(c["topic_count"] or 0), "under_replicated": int(c["under_replicated"] or 0),
+            "topics": _count(c["topic_count"]), "under_replicated": _count(c["under_replicated"]),
             "last_poll": age_text(c["polled_at"], now),
         })
     return pd.DataFrame(rows, columns=columns)
