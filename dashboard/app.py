@@ -32,6 +32,8 @@ def sidebar() -> None:
         st.text_input("Lake", value=data.default_lake(), key="app_lake",
                       help="Directory or URI of the lake; default from FLEETVIEW_LAKE or the fleet file.")
         location = data.lake()
+        if problem := data.lake_error(location):
+            st.error(problem, icon=":material/error:")
         has_snapshots, _ = data.lake_state(location)
         if has_snapshots:
             options = fleet_views.tag_options(data.latest_clusters(location))

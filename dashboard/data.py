@@ -44,15 +44,23 @@ def lake() -> str:
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def lake_error(location: str) -> str | None:
+    """Why the lake cannot be opened, or None."""
+    return frames.lake_error(location)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def lake_state(location: str) -> tuple[bool, bool]:
-    """(has snapshots, has pipeline results)."""
+    """(has snapshots, has pipeline results); (False, False) for a lake that cannot be opened."""
+    if frames.lake_error(location):
+        return False, False
     return frames.lake_exists(location), frames.results_exist(location)
 
 
 @st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False)
 def lake_problems(location: str) -> list[str]:
     """Result files that cannot be read (they are skipped, and the pages say so)."""
-    return frames.unreadable_results(location)
+    return [] if frames.lake_error(location) else frames.unreadable_results(location)
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)

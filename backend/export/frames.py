@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from backend.pipeline.schema import RESULT_TABLES, arrow_schema
@@ -28,6 +28,15 @@ def lake_location(explicit: str | None = None) -> str:
     return explicit or os.environ.get("FLEETVIEW_LAKE") or DEFAULT_LAKE
 
 
+def lake_error(location: str) -> str | None:
+    """Why the lake location cannot be opened (bad URI, unknown filesystem), or None when it can."""
+    try:
+        Lake(location).fs.get_file_info(Lake(location).root)
+    except (ValueError, OSError, pa.ArrowException) as exc:  # LakeError is a ValueError
+        return f"cannot open the lake {location!r}: {exc}"
+    return None
+
+
 def lake_exists(location: str) -> bool:
     """True when the lake holds at least one cluster snapshot."""
     return bool(Lake(location).files("cluster_snapshots"))
@@ -35,8 +44,7 @@ def lake_exists(location: str) -> bool:
 
 def results_exist(location: str) -> bool:
     """True when the pipeline has written at least one results table."""
-    folder = Path(location) / "results"
-    return folder.is_dir() and any(folder.iterdir())
+    return any(result_files(location, name) for name in RESULT_TABLES)
 
 
 def read_snapshots(location: str, table: str, poll_ids: Iterable[str] | None = None,
@@ -94,11 +102,14 @@ def fleet_alerts(location: str) -> pd.DataFrame:
 
 
 def result_files(location: str, name: str) -> list[str]:
-    """Finished Parquet files of results/<name> (hidden, temp and marker files excluded)."""
-    folder = Path(location) / "results" / name
-    if not folder.is_dir():
+    """Finished Parquet files of results/<name> (hidden, temp and marker files excluded), on any filesystem."""
+    lake = Lake(location)
+    try:
+        infos = lake.fs.get_file_info(pafs.FileSelector(f"{lake.root}/results/{name}", allow_not_found=True))
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(str(p) for p in folder.glob("*.parquet") if not p.name.startswith((".", "_")))
+    return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+                  and not i.base_name.startswith((".", "_")))
 
 
 def unreadable_results(location: str) -> list[str]:
@@ -107,7 +118,7 @@ def unreadable_results(location: str) -> list[str]:
     for name in RESULT_TABLES:
         for path in result_files(location, name):
             try:
-                pq.read_metadata(path)
+                pq.read_metadata(path, filesystem=Lake(location).fs)
             except (pa.ArrowInvalid, OSError):
                 bad.append(path)
     return bad
@@ -118,10 +129,11 @@ def read_result(location: str, name: str, columns: list[str] | None = None) -> p
     schema = arrow_schema(name)
     cols = columns or schema.names
     tables = []
+    fs = Lake(location).fs
     for path in result_files(location, name):
         try:
-            present = set(pq.read_schema(path).names)
-            tables.append(pq.read_table(path, columns=[c for c in cols if c in present]))
+            present = set(pq.read_schema(path, filesystem=fs).names)
+            tables.append(pq.read_table(path, columns=[c for c in cols if c in present], filesystem=fs))
         except FileNotFoundError:
             continue  # the pipeline replaced the directory while we listed it
         except (pa.ArrowInvalid, OSError) as exc:

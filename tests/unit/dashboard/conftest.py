@@ -29,7 +29,7 @@ def snapshots_only_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def open_page(monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTest]:
     """Run dashboard/app.py on a lake and switch to one page; returns the finished AppTest."""
 
-    def run(lake: Path, page: str = "fleet", query: dict[str, str] | None = None) -> AppTest:
+    def run(lake: Path | str, page: str = "fleet", query: dict[str, str] | None = None) -> AppTest:
         monkeypatch.setenv("FLEETVIEW_LAKE", str(lake))
         app = AppTest.from_file(str(APP), default_timeout=60)
         for key, value in (query or {}).items():

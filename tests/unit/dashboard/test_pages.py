@@ -256,3 +256,10 @@ def test_sidebar_tag_filters_apply_on_every_page(fixture_lake: Path, open_page: 
     app.switch_page("../pages/compare.py")
     app.run()
     assert "at least two" in app.info[0].value
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_lake_uri_that_cannot_be_opened_is_explained(open_page: OpenPage, page: str) -> None:
+    app = open_page("nosuchscheme://bucket/lake", page)
+    assert any("cannot open the lake" in e.value for e in app.sidebar.error)
+    assert app.info  # the page's own empty state, no exception
