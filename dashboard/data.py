@@ -163,3 +163,9 @@ def latest_poll_ids(location: str) -> dict[str, str]:
     """Each cluster's latest poll id."""
     latest = latest_clusters(location)
     return dict(zip(latest["cluster_name"], latest["poll_id"], strict=True))
+
+
+def clusters_with_configs_first(location: str, names: list[str]) -> list[str]:
+    """Cluster names, those whose clients pushed configs first (so a default pair has drift to show)."""
+    with_configs = set(result(location, "distributions")["cluster"])
+    return sorted(names, key=lambda name: name not in with_configs)

@@ -17,9 +17,7 @@ def main() -> None:
         components.no_lake(location)
         return
     names = list(data.chosen_clusters(location)["cluster_name"])
-    # Clusters whose clients pushed configs first, so the default pair has drift to show.
-    with_configs = set(data.result(location, "distributions").get("cluster", [])) if has_results else set()
-    preferred = sorted(names, key=lambda name: name not in with_configs)
+    preferred = data.clusters_with_configs_first(location, names) if has_results else names
     chosen = st.multiselect("Clusters (two or more)", names, default=preferred[:2], key="compare_clusters")
     if len(chosen) < 2:
         st.info("Pick at least two clusters to compare.")

@@ -263,3 +263,13 @@ def test_a_lake_uri_that_cannot_be_opened_is_explained(open_page: OpenPage, page
     app = open_page("nosuchscheme://bucket/lake", page)
     assert any("cannot open the lake" in e.value for e in app.sidebar.error)
     assert app.info  # the page's own empty state, no exception
+
+
+def test_compare_defaults_to_clusters_that_have_client_configs(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake)
+    app.multiselect(key="app_tag_team").select("core").run()  # prod-eu (configs) and staging (none)
+    app.switch_page("../pages/compare.py")
+    app.run()
+    assert app.multiselect(key="compare_clusters").value == ["prod-eu", "staging"]
+    assert not app.exception
+    assert app.selectbox(key="compare_key").options  # keys still listed without any drift pair
