@@ -137,7 +137,7 @@ def result(location: str, name: str) -> pd.DataFrame:
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def cluster_names(location: str) -> dict[str, str]:
     """Map cluster id to cluster name."""
-    return config_views.id_to_name(latest_clusters(location))
+    return config_views.id_to_name(cluster_history(location))
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
@@ -155,7 +155,7 @@ def chosen_clusters(location: str) -> pd.DataFrame:
 
 def visible_result_clusters(location: str, in_results: set[str]) -> set[str]:
     """Result clusters passing the tag filters (clusters never polled have no tags and stay visible)."""
-    known = set(cluster_names(location).values())
+    known = set(latest_clusters(location)["cluster_name"])
     return (in_results & set(chosen_clusters(location)["cluster_name"])) | (in_results - known)
 
 

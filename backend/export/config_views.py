@@ -26,9 +26,11 @@ def drop_sensitive(frame: pd.DataFrame, column: str = "key") -> pd.DataFrame:
     return frame[~frame[column].fillna("").map(is_sensitive_key)]
 
 
-def id_to_name(latest_clusters: pd.DataFrame) -> dict[str, str]:
-    """Map cluster id to cluster name from the latest snapshots."""
-    frame = latest_clusters[latest_clusters["cluster_id"].notna()]
+def id_to_name(snapshots: pd.DataFrame) -> dict[str, str]:
+    """Map cluster id to cluster name from cluster snapshots (a down cluster has no id: older polls count)."""
+    frame = snapshots[snapshots["cluster_id"].notna()]
+    if "polled_at" in frame:
+        frame = frame.sort_values("polled_at")  # the newest name of an id wins
     return dict(zip(frame["cluster_id"], frame["cluster_name"], strict=True))
 
 

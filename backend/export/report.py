@@ -42,8 +42,9 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
     """Read the lake and results for the chosen clusters; raise ReportError on bad input."""
     if len(clusters) < 1:
         raise ReportError("choose at least one cluster")
-    latest = fleet_views.latest_clusters(frames.read_snapshots(location, "cluster_snapshots"))
-    names = config_views.id_to_name(latest)
+    history = frames.poll_history(location)
+    latest = fleet_views.latest_clusters(history)
+    names = config_views.id_to_name(history)
     known = set(latest["cluster_name"]) | set(names.values())
     dist = config_views.name_clusters(config_views.drop_sensitive(frames.read_result(location, "distributions")), names)
     known |= set(dist["cluster"])

@@ -130,9 +130,12 @@ def build_snapshots(root: Path) -> None:
             topics.append(_topic_row(poll, at, "staging", "orders", "tid-orders-st", partitions=1,
                                      replication_factor=1))
         else:
-            clusters.append(_cluster_row(poll, at, "staging", status="down", controller_id=None,
+            # As the poller writes a down cluster: no id, no controller, no counts (nulls).
+            clusters.append(_cluster_row(poll, at, "staging", status="down", controller_id=None, cluster_id=None,
                                          error="connection refused: staging-b1.example:9092",
-                                         broker_count=0, brokers_reachable=0, topic_count=0))
+                                         broker_count=None, brokers_reachable=None, topic_count=None,
+                                         partition_count=None, under_replicated=None, offline_partitions=None,
+                                         duration_ms=None))
     write_table(root, "cluster_snapshots", clusters)
     write_table(root, "broker_snapshots", brokers)
     write_table(root, "topic_snapshots", topics)
