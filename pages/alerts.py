@@ -22,7 +22,7 @@ def main() -> None:
     visible = data.visible_result_clusters(location, set(alerts["cluster"]))
     every = alerts[alerts["cluster"].isin(visible)]
     alerts = every
-    if st.toggle("current only (fleet alerts of the latest poll)", value=True, key="alerts_current"):
+    if st.toggle("current only (standing alerts of the latest poll, events of the last 24 h)", value=True, key="alerts_current"):
         alerts = config_views.current_alerts(every, data.latest_poll_ids(location))
     cols = st.columns(4)
     severities = cols[0].multiselect("Severity", ["critical", "warning", "info"], key="alerts_severity")

@@ -223,11 +223,20 @@ def _redact_observed(text: str | None) -> str:
     return json.dumps({k: ("[REDACTED]" if is_sensitive_key(k) else v) for k, v in observed.items()})
 
 
-def current_alerts(alerts: pd.DataFrame, latest_polls: dict[str, str]) -> pd.DataFrame:
-    """Fleet alerts of each cluster's latest poll, plus every client-config alert (latest pipeline run)."""
+# Fleet rules that report a change between two polls (an event) rather than a standing condition:
+# the next poll does not repeat them, so the current view keeps them for EVENT_WINDOW.
+EVENT_RULES = frozenset({"topic_recreated", "topic_created", "topic_deleted", "broker_upgraded",
+                         "controller_changed", "broker_missing"})
+EVENT_WINDOW = pd.Timedelta(hours=24)
+
+
+def current_alerts(alerts: pd.DataFrame, latest_polls: dict[str, str], now: pd.Timestamp | None = None) -> pd.DataFrame:
+    """Standing fleet alerts of each cluster's latest poll, fleet events of the last 24 h, and every config alert."""
     fleet = alerts["source"] == "fleet"
     latest = alerts["cluster"].map(latest_polls)
-    return alerts[~fleet | (alerts["poll_id"] == latest)]
+    now = now if now is not None else pd.Timestamp.now(tz="UTC")
+    recent_event = alerts["rule"].isin(EVENT_RULES) & (pd.to_datetime(alerts["raised_at"], utc=True) >= now - EVENT_WINDOW)
+    return alerts[~fleet | (alerts["poll_id"] == latest) | recent_event]
 
 
 def filter_alerts(alerts: pd.DataFrame, *, severities: list[str] | None = None, clusters: list[str] | None = None,

@@ -160,7 +160,7 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
 
     # The Alerts page shows each family (over the whole history): filter by its rule and count what remains.
     _open(page, f"{demo.url}/alerts")
-    current_only = page.get_by_text("current only", exact=False).first
+    current_only = page.get_by_text("current only", exact=False).first  # history: every poll
     if current_only.count():
         current_only.click()
         wait_for_streamlit(page)

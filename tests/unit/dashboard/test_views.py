@@ -136,6 +136,18 @@ def test_current_alerts_keep_only_the_latest_poll_of_fleet_alerts() -> None:
     assert sorted(zip(current["cluster"], current["poll_id"], strict=True)) == [("a", "p2"), ("b", "p1")]
 
 
+def test_current_alerts_keep_recent_events_from_earlier_polls() -> None:
+    now = pd.Timestamp("2026-01-02T12:00", tz="UTC")
+    fleet = pd.DataFrame({"raised_at": [now - pd.Timedelta(hours=1), now - pd.Timedelta(hours=30), now - pd.Timedelta(hours=1)],
+                          "severity": "warning", "rule": ["topic_recreated", "topic_recreated", "version_skew"],
+                          "cluster_name": "a", "subject": ["t1", "t0", "brokers"], "evidence_json": "{}",
+                          "explanation": "", "doc_url": None, "poll_id": ["p1", "p0", "p1"]})
+    merged = config_views.unified_alerts(fleet, pd.DataFrame(), {})
+    current = config_views.current_alerts(merged, {"a": "p2"}, now=now)
+    # The hour-old recreation stays; the 30-hour-old one and the superseded standing alert go.
+    assert list(current["subject"]) == ["t1"]
+
+
 def test_results_written_with_naive_spark_times_read_as_utc(tmp_path: Path) -> None:
     folder = tmp_path / "results" / "client_versions"
     folder.mkdir(parents=True)
