@@ -45,6 +45,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
             report.sections.append((f"rig log {log.parent.name}/{log.name}", log_tail(log, 40)))
 
 
+# Start-up time of each rig component, printed at the end of the run.
+RIG_TIMINGS: dict[str, float] = {}
+
+
+def _timed_start(name: str, start: Callable[[], None]) -> None:
+    began = time.monotonic()
+    start()
+    RIG_TIMINGS[name] = time.monotonic() - began
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how long each real component took to start."""
+    if RIG_TIMINGS:
+        parts = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in RIG_TIMINGS.items())
+        terminalreporter.write_line(f"rig start-up: {parts}")
+
+
 @pytest.fixture(scope="session")
 def rig_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the rig keeps data and logs for this run (pytest keeps the last runs' folders)."""
@@ -56,7 +73,7 @@ def zookeeper(rig_dir: Path) -> Iterator[ZooKeeperServer]:
     """A real ZooKeeper server on a free 127.0.0.1 port."""
     server = ZooKeeperServer(rig_dir / "zookeeper")
     try:
-        server.start()
+        _timed_start("zookeeper", server.start)
         yield server
     finally:
         server.stop()
@@ -67,7 +84,7 @@ def kafka39(rig_dir: Path, zookeeper: ZooKeeperServer) -> Iterator[KafkaZkCluste
     """A real Apache Kafka 3.9 broker in ZooKeeper mode, registered under /kafka39."""
     cluster = KafkaZkCluster(rig_dir / "kafka39", zookeeper)
     try:
-        cluster.start()
+        _timed_start("kafka39 (1 broker, ZooKeeper mode)", cluster.start)
         yield cluster
     finally:
         cluster.stop()
@@ -78,7 +95,7 @@ def kafka4(rig_dir: Path) -> Iterator[KafkaKraftCluster]:
     """A real Apache Kafka 4.x KRaft cluster of 3 combined broker+controller nodes."""
     cluster = KafkaKraftCluster(rig_dir / "kafka4")
     try:
-        cluster.start()
+        _timed_start("kafka4 (3 KRaft nodes)", cluster.start)
         yield cluster
     finally:
         cluster.stop()
@@ -98,7 +115,9 @@ def spark() -> Iterator[Any]:
     """One real local Spark session for the whole run, built by the product's get_spark()."""
     from backend.pipeline.spark import get_spark
 
+    began = time.monotonic()
     session = get_spark("local[2]", app_name="fleetview-tests")
+    RIG_TIMINGS["spark"] = time.monotonic() - began
     yield session
     session.stop()
 
