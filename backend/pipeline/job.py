@@ -216,8 +216,10 @@ def run_analysis(
     dist = T.distributions(latest).cache()
     pairs = T.drift_clusters(dist).cache()
     groups = T.group_drift(latest).cache()
-    alerts = rules_mod.evaluate_rules(
-        T.instance_configs(latest), group_drift=groups, brokers=_broker_versions(spark, paths))
+    # 18 rules each scan the per-instance map: build it once.
+    configs = T.instance_configs(latest).cache()
+    alerts = rules_mod.evaluate_rules(configs, group_drift=groups,
+                                      brokers=_broker_versions(spark, paths))
     frames = {
         "distributions": dist,
         "default_share": T.default_share(latest),
@@ -229,7 +231,8 @@ def run_analysis(
         "config_alerts": alerts,
     }
     for name in SPARK_RESULTS:
-        paths.replace_dir(_conform(frames[name], name, computed_at).coalesce(1), "results", name)
+        # repartition (not coalesce) keeps the upstream stage parallel and still writes one file
+        paths.replace_dir(_conform(frames[name], name, computed_at).repartition(1), "results", name)
         say(f"wrote results/{name}")
     for name in SPARK_RESULTS:
         table = read_table(lake, f"results/{name}")
@@ -238,7 +241,7 @@ def run_analysis(
             for sev in table.column("severity").to_pylist():
                 summary.alerts_by_severity[sev] = summary.alerts_by_severity.get(sev, 0) + 1
     paths.write_json(sorted(done | set(new_files)), STATE_DIR, MANIFEST)
-    for frame in (dist, pairs, groups, latest):
+    for frame in (dist, pairs, groups, configs, latest):
         frame.unpersist()
     if new_files:
         new_rows.unpersist()
