@@ -1,0 +1,284 @@
+"""Benchmark of the Spark pipeline on synthetic fleets, with DuckDB as the single-process peer.
+
+For each fleet size: write N client instances x ~40 keys as client_configs Parquet, run the full
+analysis, add 1 % new snapshots and run the incremental refresh, then compute the same
+distributions (latest snapshot per instance, share per cluster/type/key/value) with DuckDB over
+the same files and check both agree. Peak memory is the RSS of this process plus its children
+(the Spark JVM), sampled every 200 ms.
+
+    .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000
+    .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000,1000000 --master 'local[2]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from backend.configs.lake import read_table
+from backend.pipeline.job import run_analysis
+from backend.pipeline.schema import SCHEMA_VERSION, arrow_schema
+
+CLUSTERS = [f"cluster-{i:02d}" for i in range(10)]
+COMMON_KEYS = [
+    ("client.dns.lookup", "STRING", ["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"]),
+    ("connections.max.idle.ms", "LONG", ["540000", "300000"]),
+    ("metadata.max.age.ms", "LONG", ["300000", "60000", "600000"]),
+    ("receive.buffer.bytes", "INT", ["32768", "65536", "-1"]),
+    ("send.buffer.bytes", "INT", ["131072", "-1"]),
+    ("reconnect.backoff.ms", "LONG", ["50", "100"]),
+    ("reconnect.backoff.max.ms", "LONG", ["1000", "10000"]),
+    ("retry.backoff.ms", "LONG", ["100", "500"]),
+    ("retry.backoff.max.ms", "LONG", ["1000"]),
+    ("request.timeout.ms", "INT", ["30000", "60000", "15000"]),
+    ("socket.connection.setup.timeout.ms", "LONG", ["10000"]),
+    ("socket.connection.setup.timeout.max.ms", "LONG", ["30000"]),
+    ("metrics.num.samples", "INT", ["2"]),
+    ("metrics.recording.level", "STRING", ["INFO", "DEBUG"]),
+    ("metrics.sample.window.ms", "LONG", ["30000"]),
+    ("auto.include.jmx.reporter", "BOOLEAN", ["true", "false"]),
+    ("enable.metrics.push", "BOOLEAN", ["true", "false"]),
+    ("client.rack", "STRING", ["", "rack-a", "rack-b"]),
+    ("default.api.timeout.ms", "INT", ["60000"]),
+]
+PRODUCER_KEYS = [
+    ("acks", "STRING", ["all", "1", "0", "-1"]),
+    ("batch.size", "INT", ["16384", "65536", "131072", "0"]),
+    ("buffer.memory", "LONG", ["33554432", "67108864"]),
+    ("compression.type", "STRING", ["none", "lz4", "zstd", "snappy", "gzip"]),
+    ("delivery.timeout.ms", "INT", ["120000", "30000", "300000"]),
+    ("enable.idempotence", "BOOLEAN", ["true", "false"]),
+    ("linger.ms", "LONG", ["0", "5", "10", "20", "100"]),
+    ("max.block.ms", "LONG", ["60000", "10000"]),
+    ("max.in.flight.requests.per.connection", "INT", ["5", "1", "10"]),
+    ("max.request.size", "INT", ["1048576", "5242880"]),
+    ("retries", "INT", ["2147483647", "3", "0"]),
+    ("transaction.timeout.ms", "INT", ["60000"]),
+    ("partitioner.ignore.keys", "BOOLEAN", ["false"]),
+    ("partitioner.adaptive.partitioning.enable", "BOOLEAN", ["true"]),
+    ("partitioner.availability.timeout.ms", "LONG", ["0"]),
+    ("metadata.max.idle.ms", "LONG", ["300000"]),
+    ("compression.gzip.level", "INT", ["-1"]),
+    ("compression.lz4.level", "INT", ["9"]),
+    ("compression.zstd.level", "INT", ["3"]),
+    ("transactional.id", "STRING", [None]),
+]
+CONSUMER_KEYS = [
+    ("allow.auto.create.topics", "BOOLEAN", ["true", "false"]),
+    ("auto.commit.interval.ms", "INT", ["5000", "1000"]),
+    ("auto.offset.reset", "STRING", ["latest", "earliest", "none"]),
+    ("check.crcs", "BOOLEAN", ["true"]),
+    ("enable.auto.commit", "BOOLEAN", ["true", "false"]),
+    ("exclude.internal.topics", "BOOLEAN", ["true"]),
+    ("fetch.max.bytes", "INT", ["52428800"]),
+    ("fetch.max.wait.ms", "INT", ["500", "100", "1000"]),
+    ("fetch.min.bytes", "INT", ["1", "1024", "65536"]),
+    ("group.id", "STRING", [f"group-{i}" for i in range(300)]),
+    ("group.protocol", "STRING", ["classic", "consumer"]),
+    ("heartbeat.interval.ms", "INT", ["3000", "5000", "10000"]),
+    ("isolation.level", "STRING", ["read_uncommitted", "read_committed"]),
+    ("max.partition.fetch.bytes", "INT", ["1048576"]),
+    ("max.poll.interval.ms", "INT", ["300000", "600000", "60000"]),
+    ("max.poll.records", "INT", ["500", "100", "1000", "20000"]),
+    ("session.timeout.ms", "INT", ["45000", "10000", "30000"]),
+    ("partition.assignment.strategy", "LIST", ["org.apache.kafka.clients.consumer.RangeAssignor"]),
+    ("group.instance.id", "STRING", [None]),
+    ("group.remote.assignor", "STRING", [None]),
+]
+T0 = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+@dataclass
+class Peak:
+    """Peak RSS (bytes) of this process and its children while sampling."""
+
+    rss: int = 0
+
+
+@contextmanager
+def peak_memory() -> Iterator[Peak]:
+    """Sample RSS of this process tree every 200 ms."""
+    peak, stop = Peak(), threading.Event()
+    me = psutil.Process()
+
+    def sample() -> None:
+        while not stop.is_set():
+            total = 0
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak.rss = max(peak.rss, total)
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _chunk(start: int, count: int, rng: np.random.Generator, at: datetime) -> pa.Table:
+    """client_configs rows of instances [start, start + count)."""
+    cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema("client_configs")}
+    cluster_idx = rng.integers(0, len(CLUSTERS), count)
+    is_producer = rng.random(count) < 0.5
+    for j in range(count):
+        n = start + j
+        keys = COMMON_KEYS + (PRODUCER_KEYS if is_producer[j] else CONSUMER_KEYS)
+        cluster = cluster_idx[j]
+        instance = str(uuid.UUID(int=n + 1))
+        snapshot = str(uuid.UUID(int=(1 << 100) + n + 1))
+        client_id = f"app-{n % 5000}"
+        cols["client_id"] += [client_id] * len(keys)
+        for key, typ, domain in keys:
+            # cluster-dependent skew so clusters drift apart
+            pick = int(min(len(domain) - 1, rng.geometric(0.55 + 0.04 * cluster) - 1))
+            cols["snapshot_id"].append(snapshot)
+            cols["cluster_id"].append(CLUSTERS[cluster])
+            cols["client_instance_id"].append(instance)
+            cols["client_type"].append("producer" if is_producer[j] else "consumer")
+            cols["key"].append(key)
+            cols["value"].append(domain[pick])
+            cols["type"].append(typ)
+            cols["is_default"].append(pick == 0)
+    rows = len(cols["key"])
+    cols["received_at"] = [at] * rows
+    cols["broker_id"] = [1] * rows
+    cols["client_type_inferred"] = [False] * rows
+    cols["client_software_name"] = ["apache-kafka-java"] * rows
+    cols["client_software_version"] = ["3.9.0"] * rows
+    for name in ("principal", "client_address"):
+        cols[name] = [None] * rows
+    cols["source"] = ["bench"] * rows
+    cols["source_position"] = ["bench:1"] * rows
+    cols["ingested_at"] = [at] * rows
+    cols["schema_version"] = [SCHEMA_VERSION] * rows
+    return pa.table(cols, schema=arrow_schema("client_configs"))
+
+
+def write_fleet(lake: Path, start: int, count: int, at: datetime, chunk: int = 25_000) -> int:
+    """Write instances as client_configs files of `chunk` instances; returns the rows written."""
+    rng = np.random.default_rng(start)
+    rows = 0
+    day = lake / "client_configs" / f"date={at.date().isoformat()}"
+    day.mkdir(parents=True, exist_ok=True)
+    for first in range(start, start + count, chunk):
+        table = _chunk(first, min(chunk, start + count - first), rng, at)
+        pq.write_table(table, day / f"bench-{first:09d}-{uuid.uuid4().hex[:6]}.parquet",
+                       compression="zstd")
+        rows += table.num_rows
+    return rows
+
+
+DUCKDB_DISTRIBUTIONS = """
+WITH rows AS (SELECT * FROM read_parquet(?)),
+latest AS (
+  SELECT client_instance_id, arg_max(snapshot_id, received_at) AS snapshot_id
+  FROM rows GROUP BY client_instance_id),
+picked AS (
+  SELECT DISTINCT r.client_instance_id, r.cluster_id, r.client_type, r.key, r.value
+  FROM rows r JOIN latest l USING (client_instance_id, snapshot_id)),
+counts AS (
+  SELECT cluster_id, client_type, key, value, count(*) AS instance_count
+  FROM picked GROUP BY ALL)
+SELECT *, sum(instance_count) OVER (PARTITION BY cluster_id, client_type, key) AS total_instances
+FROM counts
+"""
+
+
+def duckdb_distributions(lake: Path) -> tuple[float, int, int]:
+    """(seconds, rows, sum of instance_count) of the distributions computed by DuckDB."""
+    import duckdb
+
+    files = sorted(str(p) for p in (lake / "client_configs").rglob("*.parquet"))
+    started = time.perf_counter()
+    con = duckdb.connect()
+    result = con.execute(DUCKDB_DISTRIBUTIONS, [files]).to_arrow_table()
+    elapsed = time.perf_counter() - started
+    con.close()
+    return elapsed, result.num_rows, int(pc.sum(result["instance_count"]).as_py())
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any, int]:
+    with peak_memory() as peak:
+        started = time.perf_counter()
+        value = fn()
+        elapsed = time.perf_counter() - started
+    return elapsed, value, peak.rss
+
+
+def bench_size(n: int, master: str | None, workdir: Path) -> dict[str, Any]:
+    """All measurements for a fleet of n instances."""
+    lake = workdir / f"lake-{n}"
+    gen_s, rows, _ = _timed(lambda: write_fleet(lake, 0, n, T0))
+    full_s, full, full_rss = _timed(lambda: run_analysis(str(lake), master=master))
+    new = max(1, n // 100)
+    write_fleet(lake, n, new, T0 + timedelta(hours=1))
+    inc_s, inc, inc_rss = _timed(lambda: run_analysis(str(lake), master=master))
+    spark_dist = read_table(str(lake), "results/distributions")
+    duck_s, duck_rows, duck_sum = duckdb_distributions(lake)
+    spark_sum = int(pc.sum(spark_dist["instance_count"]).as_py())
+    return {
+        "instances": n,
+        "config_rows": rows,
+        "generate_s": round(gen_s, 1),
+        "spark_full_s": round(full_s, 1),
+        "spark_full_rows_read": full.records_read,
+        "spark_incremental_s": round(inc_s, 1),
+        "incremental_new_instances": new,
+        "incremental_rows_read": inc.records_read,
+        "incremental_files_processed": inc.files_processed,
+        "incremental_over_full": round(inc_s / full_s, 3),
+        "duckdb_distributions_s": round(duck_s, 1),
+        "spark_full_over_duckdb": round(full_s / duck_s, 1),
+        "distributions_agree": (duck_rows, duck_sum) == (spark_dist.num_rows, spark_sum),
+        "distribution_rows": spark_dist.num_rows,
+        "alerts": inc.alerts_by_severity,
+        "peak_rss_full_mb": round(full_rss / 2**20),
+        "peak_rss_incremental_mb": round(inc_rss / 2**20),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print one JSON document."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000", help="comma-separated instance counts")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--workdir", default=None, help="where lakes go (default: a temp dir)")
+    parser.add_argument("--out", default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    with tempfile.TemporaryDirectory(prefix="pipeline-bench-", dir=args.workdir) as tmp:
+        results = [bench_size(n, args.master, Path(tmp)) for n in sizes]
+    report = {"benchmark": "pipeline", "master": args.master, "cpu_count": psutil.cpu_count(),
+              "load_avg": [round(x, 1) for x in psutil.getloadavg()], "results": results}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
