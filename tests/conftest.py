@@ -183,9 +183,13 @@ def app_server(streamlit_app: Callable[..., StreamlitServer], tmp_path_factory: 
     return streamlit_app(tmp_path_factory.mktemp("empty-lake") / "lake")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Debian Chromium driven by Playwright."""
+    """Headless Debian Chromium driven by Playwright, per test module.
+
+    Playwright's sync API keeps an event loop running on the main thread while it is open,
+    so a session-wide browser would break later tests that call asyncio.run().
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
