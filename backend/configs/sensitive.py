@@ -26,10 +26,11 @@ _SUFFIXES = (".class", ".classes")
 REDACTED = "[REDACTED]"
 
 
-def sensitive_reason(
-    key: str, config_type: str | None, client_type: str | None = None, librdkafka: bool = True
-) -> str | None:
-    """Why ``key`` is sensitive ('type', 'prefix', 'segment', 'suffix', 'custom'), or None."""
+def kip1324_rule(key: str, config_type: str | None) -> str | None:
+    """Which KIP-1324 rule makes ``key`` sensitive by its type or name ('type', 'prefix', 'segment', 'suffix'), or None.
+
+    Shared by the ingest filter here and the lab's KIP-1324 client side (backend.lab.clients).
+    """
     if config_type in SENSITIVE_TYPES:
         return "type"
     lowered = key.lower()
@@ -39,6 +40,16 @@ def sensitive_reason(
         return "segment"
     if lowered.endswith(_SUFFIXES):
         return "suffix"
+    return None
+
+
+def sensitive_reason(
+    key: str, config_type: str | None, client_type: str | None = None, librdkafka: bool = True
+) -> str | None:
+    """Why ``key`` is sensitive ('type', 'prefix', 'segment', 'suffix', 'custom'), or None."""
+    rule = kip1324_rule(key, config_type)
+    if rule is not None:
+        return rule
     declared = known_type(key, client_type, librdkafka)
     if declared is None:
         return "custom"

@@ -14,6 +14,7 @@ from typing import Any
 from scramp import ScramClient, ScramException
 
 from backend.configs.known_keys import known_type
+from backend.configs.sensitive import kip1324_rule
 from backend.kafka import protocol as P
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,7 @@ DEFAULT_PUSH_KEYS: dict[str, tuple[str, ...]] = {
     ),
 }
 TYPE_CODES = {name: code for code, name in P.CONFIG_TYPES.items()}
-_SENSITIVE_TYPES = {"PASSWORD", "CLASS"}
-_SENSITIVE_PREFIXES = ("sasl.", "security.", "ssl.")
-_SENSITIVE_SEGMENTS = (".sasl.", ".security.", ".ssl.")
-_SENSITIVE_SUFFIXES = (".class", ".classes")
+_RULE_LABELS = {"prefix": "security prefix", "segment": "security segment", "suffix": "class name"}
 
 
 @dataclass(frozen=True)
@@ -68,16 +66,16 @@ class CollectedConfig:
 
 
 def sensitive_reason(key: str, config_type: str | None) -> str | None:
-    """KIP-1324's client-side rule: why a key must not be sent, or None when it may."""
-    if config_type in _SENSITIVE_TYPES:
+    """KIP-1324's client-side rule: why a key must not be sent, or None when it may.
+
+    The type and name rules are the ingest filter's (backend.configs.sensitive); on the client,
+    a key its own ConfigDef does not declare (no type) is a custom key and is not sent either.
+    """
+    rule = kip1324_rule(key, config_type)
+    if rule == "type":
         return f"type {config_type}"
-    lowered = key.lower()
-    if lowered.startswith(_SENSITIVE_PREFIXES):
-        return "security prefix"
-    if any(s in lowered for s in _SENSITIVE_SEGMENTS):
-        return "security segment"
-    if lowered.endswith(_SENSITIVE_SUFFIXES):
-        return "class name"
+    if rule is not None:
+        return _RULE_LABELS[rule]
     if config_type is None:
         return "custom key"
     return None
