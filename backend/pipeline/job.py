@@ -32,6 +32,7 @@ from backend.pipeline.spark import get_spark
 
 STATE_DIR = "_state/pipeline"
 MANIFEST = "processed_files.json"
+BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
 LATEST = "latest"
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
                  "drift_keys", "group_drift", "client_versions", "config_alerts")
@@ -141,6 +142,25 @@ def _broker_versions(spark: SparkSession, lake: _Lake) -> DataFrame | None:
     return rules_mod.broker_major_versions(snaps)
 
 
+def broker_versions_seen(lake: str) -> list[list[str]]:
+    """The distinct (cluster id, version, version_min, provenance) of the latest poll's brokers, sorted.
+
+    A refresh with no new client configs still re-runs when this changes (an upgrade, a first
+    poll), so the client-too-old rule (CC018) never goes stale.
+    """
+    from backend.store.readers import latest_brokers
+
+    try:
+        brokers = latest_brokers(lake)
+    except Exception:  # noqa: BLE001 - no readable poller data means "no brokers seen"
+        return []
+    if brokers.empty:
+        return []
+    columns = ["cluster_id", "software_version", "version_min", "version_provenance"]
+    rows = brokers[columns].astype(object).where(brokers[columns].notna(), "").astype(str)
+    return sorted(map(list, set(map(tuple, rows.to_numpy().tolist()))))
+
+
 def _ingest_totals(lake: str) -> tuple[int, int, int]:
     stats = read_table(lake, "results/ingest_stats")
 
@@ -181,7 +201,9 @@ def run_analysis(
     new_files = [f for f in all_files if f not in done]
     summary.files_processed = len(new_files)
     say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
-    if not new_files and has_state and paths.exists("results", "config_alerts"):
+    brokers_seen = broker_versions_seen(lake)
+    brokers_unchanged = paths.read_json(STATE_DIR, BROKER_VERSIONS) == brokers_seen
+    if not new_files and has_state and brokers_unchanged and paths.exists("results", "config_alerts"):
         summary.skipped = True
         summary.duration_s = time.monotonic() - started
         say("nothing new; results are current")
@@ -241,6 +263,7 @@ def run_analysis(
             for sev in table.column("severity").to_pylist():
                 summary.alerts_by_severity[sev] = summary.alerts_by_severity.get(sev, 0) + 1
     paths.write_json(sorted(done | set(new_files)), STATE_DIR, MANIFEST)
+    paths.write_json(brokers_seen, STATE_DIR, BROKER_VERSIONS)
     for frame in (dist, pairs, groups, configs, latest):
         frame.unpersist()
     if new_files:

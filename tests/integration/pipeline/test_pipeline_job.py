@@ -86,3 +86,43 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any) 
     assert not [p for p in (tmp_path / "lake" / "results").iterdir() if p.name.startswith(".")]
     stats = read_table(lake, "results/ingest_stats").to_pylist()
     assert json.dumps(stats, default=str).count("sasl.jaas.config") >= 1
+
+
+def _write_poll(lake: str, cluster_id: str, version: str) -> None:
+    """One poll of one cluster whose brokers report a version (what the poller writes)."""
+    from datetime import UTC, datetime
+
+    from backend.store.lake import Lake, new_poll_id
+
+    now = datetime.now(UTC)
+    poll_id = new_poll_id(now)
+    store = Lake(lake)
+    store.write("cluster_snapshots", [{"poll_id": poll_id, "polled_at": now, "cluster_name": "east-cluster",
+                                       "cluster_id": cluster_id, "status": "ok", "broker_count": 1}], poll_id=poll_id)
+    store.write("broker_snapshots", [{"poll_id": poll_id, "polled_at": now, "cluster_name": "east-cluster",
+                                      "cluster_id": cluster_id, "broker_id": 1, "reachable": True,
+                                      "software_name": "Kafka", "software_version": version,
+                                      "version_provenance": "reported"}], poll_id=poll_id)
+
+
+def test_new_broker_versions_rerun_the_rules_without_new_configs(spark: Any, tmp_path: Path) -> None:
+    assert spark is not None
+    sink, lake = tmp_path / "sink", str(tmp_path / "lake")
+    old_java = record([cfg("acks", "all"), cfg("client.id", "legacy-app")], cluster_id="east",
+                      client_id="legacy-app", software=("apache-kafka-java", "2.0.1"))
+    write_jsonl(sink / "east" / "broker-1.jsonl", [old_java])
+    ingest_sink(lake, sink)
+    _write_poll(lake, "east", "3.9.0")
+    first = run_analysis(lake)
+    assert not first.skipped
+    cc018 = [a for a in read_table(lake, "results/config_alerts").to_pylist() if a["rule_id"] == "CC018"]
+    assert cc018 == []  # a 2.0 client is fine against 3.9 brokers
+
+    # The cluster is upgraded to 4.x: no new client configs, but the rules must run again.
+    _write_poll(lake, "east", "4.0.0")
+    second = run_analysis(lake)
+    assert not second.skipped and second.files_processed == 0
+    cc018 = [a for a in read_table(lake, "results/config_alerts").to_pylist() if a["rule_id"] == "CC018"]
+    assert [a["client_id"] for a in cc018] == ["legacy-app"]
+
+    assert run_analysis(lake).skipped  # nothing new at all: skipped
