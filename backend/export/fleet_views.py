@@ -58,18 +58,27 @@ def version_label(row: pd.Series) -> str:
     provenance = row.get("version_provenance") or "unknown"
     version = row.get("software_version")
     if provenance == "guessed":
-        low, high = row.get("version_min"), row.get("version_max")
-        span = f"{low}–{high}" if low and high and low != high else (low or high or "?")
+        low, high = (_text(row.get("version_min")) or None), (_text(row.get("version_max")) or None)
+        if low and not high:
+            span = f"≥ {low}"  # the table ends before what this broker advertises
+        else:
+            span = f"{low}–{high}" if low and high and low != high else (low or high or "?")
         return f"{span} (guessed)"
     if provenance == "unknown" or not version:
         return "unknown"
     return version if provenance == "reported" else f"{version} ({provenance})"
 
 
+# KIP-885 proposes that Apache Kafka brokers report the name "Kafka"; the fingerprint guesses say
+# "Apache Kafka". One product shows under one name.
+DISPLAY_NAMES = {"Kafka": "Apache Kafka", "kafka": "Apache Kafka", "Apache Kafka": "Apache Kafka"}
+
+
 def software_label(row: pd.Series) -> str:
     """Software name and version of one broker, e.g. 'Apache Kafka 3.9.1'."""
     label = version_label(row)
-    name = row.get("software_name")
+    name = _text(row.get("software_name"))
+    name = DISPLAY_NAMES.get(name, name)
     return f"{name} {label}" if name and label != "unknown" else label
 
 
