@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import signal
 import socket
 import sys
@@ -66,6 +67,8 @@ def run_demo_command(args: argparse.Namespace) -> int:
     """Run the demo until Ctrl-C (or --duration); returns the exit code."""
     from backend.lab.model import LabConfigError, load_lab_config
 
+    # kazoo reports every reconnect of the lab's ZooKeeper sessions at WARNING; the banner says what matters.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     try:
         config = load_lab_config(args.lab)
     except LabConfigError as exc:
