@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -254,11 +255,9 @@ def _broker(node: NodeInfo, controller_id: int | None, probe: ProbeOutcome | Non
     if probe is None:
         snapshot.error = "not probed"
         return snapshot
-    for attr in (
-        "reachable", "software_name", "software_version", "version_provenance", "version_min",
-        "version_max", "version_confidence", "api_versions_json", "probe_ms", "error",
-    ):  # fmt: skip
-        setattr(snapshot, attr, getattr(probe, attr))
+    # Every probe field has a same-named BrokerSnapshot field.
+    for field in dataclasses.fields(probe):
+        setattr(snapshot, field.name, getattr(probe, field.name))
     return snapshot
 
 
