@@ -105,25 +105,29 @@ def _read_into(client: KazooClient, view: ZkView, deadline: float, read_topics: 
         broker_id = _json(controller_node).get("brokerid")
         view.controller_id = int(broker_id) if isinstance(broker_id, int) else None
     ids = [c for c in _children(client, "/brokers/ids", deadline) if c.lstrip("-").isdigit()]
-    pending = {c: client.get_async(f"/brokers/ids/{c}") for c in ids}
-    for child, result in pending.items():
-        try:
-            data, _stat = result.get(timeout=_remaining(deadline))
-        except NoNodeError:
-            continue
-        text = _decode(data)
+    for child, text in _get_children_data(client, "/brokers/ids", ids, deadline):
         view.nodes.append((f"/brokers/ids/{child}", text))
         view.broker_registrations[int(child)] = _json(text)
     if not read_topics:
         return
     topics = _children(client, "/brokers/topics", deadline)
-    topic_results = {t: client.get_async(f"/brokers/topics/{t}") for t in topics}
-    for topic, result in topic_results.items():
+    for topic, text in _get_children_data(client, "/brokers/topics", topics, deadline):
+        view.topic_ids[topic] = normalize_topic_id(_json(text).get("topic_id"))
+
+
+def _get_children_data(
+    client: KazooClient, parent: str, children: list[str], deadline: float
+) -> list[tuple[str, str]]:
+    """(child, decoded data) of each child, read concurrently; children deleted meanwhile are skipped."""
+    pending = {child: client.get_async(f"{parent}/{child}") for child in children}
+    found = []
+    for child, result in pending.items():
         try:
             data, _stat = result.get(timeout=_remaining(deadline))
         except NoNodeError:
             continue
-        view.topic_ids[topic] = normalize_topic_id(_json(_decode(data)).get("topic_id"))
+        found.append((child, _decode(data)))
+    return found
 
 
 def _close(client: KazooClient) -> None:
