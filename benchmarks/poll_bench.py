@@ -25,9 +25,11 @@ from pathlib import Path
 import psutil
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from backend.collect.poller import poll_cluster, poll_fleet
+from backend.collect.model import ClusterSnapshot
+from backend.collect.poller import DEFAULT_TOPIC_TABLES, poll_cluster, poll_fleet
 from backend.config import Fleet, parse_fleet
 from backend.kafka.admin import AdminClientCache
+from backend.lab.faults import BrokerFaults, write_control_file
 
 REPO = Path(__file__).resolve().parents[1]
 KCAT = shutil.which("kcat") or "kcat"
@@ -71,6 +73,12 @@ def bench_real_cluster(workdir: Path, topics: int, repeats: int) -> dict[str, ob
         snapshot = poll_cluster(config, settings, clients=clients)  # warm: connections, client
         assert snapshot.status == "ok", snapshot.error
         assert len([t for t in snapshot.topics if t.topic.startswith("bench-")]) == topics
+        last = {"snapshot": snapshot}
+
+        def poll() -> None:
+            # As the poller runs: each poll gets the previous snapshot of its cluster.
+            last["snapshot"] = poll_cluster(config, settings, clients=clients, previous=last["snapshot"])
+            assert last["snapshot"].status == "ok", last["snapshot"].error
 
         def kcat() -> None:
             out = subprocess.run(
@@ -79,7 +87,7 @@ def bench_real_cluster(workdir: Path, topics: int, repeats: int) -> dict[str, ob
             assert len(json.loads(out)["topics"]) >= topics
 
         kcat()
-        poll_s, poll_runs = _median_s(lambda: poll_cluster(config, settings, clients=clients), repeats)
+        poll_s, poll_runs = _median_s(poll, repeats)
         kcat_s, kcat_runs = _median_s(kcat, repeats)
         return {
             "topics": topics,
@@ -106,8 +114,32 @@ def _lab_toml(workdir: Path, clusters: int, topics: int) -> Path:
     return path
 
 
-def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int) -> dict[str, object]:
-    """A full cycle over the lab fleet vs each cluster polled alone (slowest one reported)."""
+def _set_latency(state_dir: Path, fleet: Fleet, latency_ms: int) -> None:
+    """Give every lab broker a per-request delay (a stand-in for the network between poller and cluster)."""
+    faults = {}
+    for config in fleet.clusters:
+        for broker in range(1, 4):
+            faults[(config.name, broker)] = BrokerFaults(latency_ms=latency_ms)
+    write_control_file(state_dir / "faults.json", faults)
+    time.sleep(1.5)  # the lab re-reads its control file every CONTROL_POLL_S
+
+
+class _Cycles:
+    """poll_fleet as the poller runs it: each poll gets the previous snapshot of every cluster."""
+
+    def __init__(self, clients: AdminClientCache) -> None:
+        self.clients = clients
+        self.previous: dict[str, ClusterSnapshot] = {}
+
+    def run(self, fleet: Fleet) -> None:
+        poll = poll_fleet(fleet, self.previous, clients=self.clients)
+        bad = [(s.cluster_name, s.status, s.error) for s in poll.clusters if s.status != "ok"]
+        assert not bad, bad
+        self.previous.update({s.cluster_name: s for s in poll.clusters})
+
+
+def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int, latencies_ms: list[int]) -> dict[str, object]:
+    """A full cycle over the lab fleet vs each cluster polled alone (slowest one reported), per latency."""
     lab_file = _lab_toml(workdir, clusters, topics)
     fleet_file = workdir / "lab-clusters.toml"
     log = (workdir / "lab.log").open("wb")
@@ -128,38 +160,43 @@ def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int) -> 
         time.sleep(1.0)
         text = "[settings]\nrequest_timeout_s = 60\npoll_deadline_s = 120\n\n" + fleet_file.read_text()
         fleet = _fleet(text, workdir)
-        clients = AdminClientCache()
-        first = poll_fleet(fleet, clients=clients)  # warm every client
-        bad = [(s.cluster_name, s.status, s.error) for s in first.clusters if s.status != "ok"]
-        assert not bad, bad
-        assert all(len(s.topics) >= topics for s in first.clusters)
-
-        single: dict[str, float] = {}
-        for config in fleet.clusters:
-            alone = Fleet(settings=fleet.settings, clusters=[config])
-            single[config.name], _ = _median_s(lambda alone=alone: poll_fleet(alone, clients=clients), repeats)
+        cycles = _Cycles(AdminClientCache())
+        cycles.run(fleet)  # warm every client
+        assert all(len(s.topics) >= topics for s in cycles.previous.values())
         lab_proc = psutil.Process(lab.pid)
-        lab_cpu_before, own_cpu_before = sum(lab_proc.cpu_times()[:2]), time.process_time()
-        full_s, full_runs = _median_s(lambda: poll_fleet(fleet, clients=clients), repeats)
-        lab_cpu = (sum(lab_proc.cpu_times()[:2]) - lab_cpu_before) / repeats
-        own_cpu = (time.process_time() - own_cpu_before) / repeats
-        slowest = max(single, key=single.__getitem__)
-        lab_rss = lab_proc.memory_info().rss
+        results = []
+        for latency_ms in latencies_ms:
+            _set_latency(workdir / "lab-state", fleet, latency_ms)
+            cycles.run(fleet)
+            single: dict[str, float] = {}
+            for config in fleet.clusters:
+                alone = Fleet(settings=fleet.settings, clusters=[config])
+                single[config.name], _ = _median_s(lambda alone=alone: cycles.run(alone), repeats)
+            lab_cpu_before, own_cpu_before = sum(lab_proc.cpu_times()[:2]), time.process_time()
+            reused_before = DEFAULT_TOPIC_TABLES.reused
+            full_s, full_runs = _median_s(lambda: cycles.run(fleet), repeats)
+            lab_cpu = (sum(lab_proc.cpu_times()[:2]) - lab_cpu_before) / repeats
+            own_cpu = (time.process_time() - own_cpu_before) / repeats
+            slowest = max(single, key=single.__getitem__)
+            results.append({
+                "latency_ms_per_request": latency_ms,
+                "full_cycle_median_s": round(full_s, 3),
+                "full_cycle_runs_s": [round(r, 3) for r in full_runs],
+                "slowest_single_cluster": slowest,
+                "slowest_single_median_s": round(single[slowest], 3),
+                "sum_of_singles_s": round(sum(single.values()), 3),
+                "ratio_full_over_slowest_single": round(full_s / single[slowest], 2),
+                "target_ratio": 1.5,
+                # CPU seconds per full cycle, both processes share the machine's cores.
+                "lab_cpu_s_per_cycle": round(lab_cpu, 3),
+                "poller_cpu_s_per_cycle": round(own_cpu, 3),
+                "unchanged_topic_tables_not_decoded": DEFAULT_TOPIC_TABLES.reused - reused_before,
+            })
         return {
             "clusters": clusters,
             "topics_per_cluster": topics,
-            "full_cycle_median_s": round(full_s, 3),
-            "full_cycle_runs_s": [round(r, 3) for r in full_runs],
-            "slowest_single_cluster": slowest,
-            "slowest_single_median_s": round(single[slowest], 3),
-            "sum_of_singles_s": round(sum(single.values()), 3),
-            "ratio_full_over_slowest_single": round(full_s / single[slowest], 2),
-            "target_ratio": 1.5,
-            # CPU seconds per full cycle: the lab serves every cluster from one Python thread,
-            # so a cycle cannot finish faster than the lab's own CPU time per cycle.
-            "lab_cpu_s_per_cycle": round(lab_cpu, 3),
-            "poller_cpu_s_per_cycle": round(own_cpu, 3),
-            "lab_process_rss_mb": round(lab_rss / 2**20, 1),
+            "by_latency": results,
+            "lab_process_rss_mb": round(lab_proc.memory_info().rss / 2**20, 1),
         }
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
@@ -178,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab-clusters", type=int, default=20)
     parser.add_argument("--lab-topics", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--lab-latency-ms", default="0,5,20",
+                        help="per-request delay of every lab broker, comma separated; one fleet cycle result per value")
     parser.add_argument("--skip-real", action="store_true", help="skip the real-Kafka comparison")
     parser.add_argument("--skip-lab", action="store_true", help="skip the lab fleet cycle")
     args = parser.parse_args(argv)
@@ -187,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_real:
             results["real_cluster_vs_kcat"] = bench_real_cluster(workdir, args.topics, args.repeats)
         if not args.skip_lab:
-            results["lab_fleet_cycle"] = bench_lab_fleet(workdir, args.lab_clusters, args.lab_topics, args.repeats)
+            results["lab_fleet_cycle"] = bench_lab_fleet(
+                workdir, args.lab_clusters, args.lab_topics, args.repeats,
+                [int(v) for v in args.lab_latency_ms.split(",") if v.strip()])
     results["poller_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(results, indent=2))
     return 0

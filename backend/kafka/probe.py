@@ -7,9 +7,11 @@ exception. The probe is read-only: it can only send READ_ONLY_API_KEYS.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import ssl
+import struct
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -127,6 +129,32 @@ class ProbeResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
+_CORRELATION = struct.Struct(">i")
+
+
+@dataclass
+class ResponseMemo:
+    """The last decoded answer to one request; an answer with identical bytes is not decoded again.
+
+    Metadata of a large, unchanged cluster is the same bytes poll after poll, and decoding it is
+    the probe's main CPU cost. Treat ``body`` as read-only: it is handed out again on a match.
+    """
+
+    api_key: int = -1
+    version: int = -1
+    digest: bytes = b""
+    body: dict[str, Any] = field(default_factory=dict)
+    hits: int = 0
+
+    def matches(self, api_key: int, version: int, digest: bytes) -> bool:
+        """True when this memo holds the answer for exactly these bytes."""
+        return (api_key, version, digest) == (self.api_key, self.version, self.digest)
+
+    def remember(self, api_key: int, version: int, digest: bytes, body: dict[str, Any]) -> None:
+        """Keep a freshly decoded answer."""
+        self.api_key, self.version, self.digest, self.body = api_key, version, digest, body
+
+
 class _ProbeFailure(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -150,8 +178,9 @@ class _Connection:
             raise _ProbeFailure("timeout", f"timed out before {what}")
         return left
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and return the decoded response body."""
+    def request(self, api_key: int, version: int, body: dict[str, Any],
+                memo: ResponseMemo | None = None) -> dict[str, Any]:
+        """Send one request and return the decoded response body (memo: skip decoding a repeat)."""
         if api_key not in READ_ONLY_API_KEYS:
             raise ReadOnlyViolation(f"api key {api_key} is not read-only; the probe refuses it")
         self.correlation_id += 1
@@ -159,7 +188,15 @@ class _Connection:
         self.sock.settimeout(self._left("sending"))
         self.sock.sendall(frame)
         payload = P.read_frame(self.sock, self.max_response_bytes, self.deadline)
+        if memo is not None:
+            correlation_id = _CORRELATION.unpack_from(payload)[0]
+            digest = hashlib.blake2b(payload[4:], digest_size=16).digest()
+            if correlation_id == self.correlation_id and memo.matches(api_key, version, digest):
+                memo.hits += 1
+                return memo.body
         correlation_id, decoded = P.decode_response(api_key, version, payload)
+        if memo is not None and correlation_id == self.correlation_id:
+            memo.remember(api_key, version, digest, decoded)
         if correlation_id != self.correlation_id:
             raise P.ProtocolError(
                 f"correlation id {correlation_id} does not match the request's {self.correlation_id}"
@@ -343,7 +380,8 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
                  timeout_s: float = 10.0, client_id: str = DEFAULT_CLIENT_ID,
                  first_api_versions_version: int = PROBE_API_VERSIONS_VERSION,
                  with_metadata: bool = False,
-                 max_response_bytes: int = P.DEFAULT_MAX_RESPONSE_BYTES) -> ProbeResult:
+                 max_response_bytes: int = P.DEFAULT_MAX_RESPONSE_BYTES,
+                 metadata_memo: ResponseMemo | None = None) -> ProbeResult:
     """Probe one broker within timeout_s: ApiVersions, SASL if configured, DescribeCluster."""
     sec = security or ProbeSecurity()
     start = time.monotonic()
@@ -364,11 +402,11 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
     try:
         try:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
-                 with_metadata, max_response_bytes, result)
+                 with_metadata, max_response_bytes, result, metadata_memo=metadata_memo)
         except _RetryFresh:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
                  with_metadata, max_response_bytes, result,
-                 describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX)
+                 describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX, metadata_memo=metadata_memo)
         result.ok = True
     except ReadOnlyViolation:
         raise
@@ -404,7 +442,8 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
 def _run(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None,
          deadline: float, client_id: str,
          first_version: int, with_metadata: bool, max_response_bytes: int,
-         result: ProbeResult, describe_cap: int = P.DESCRIBE_CLUSTER_KIP885_VERSION) -> None:
+         result: ProbeResult, describe_cap: int = P.DESCRIBE_CLUSTER_KIP885_VERSION,
+         metadata_memo: ResponseMemo | None = None) -> None:
     sock = _connect(host, port, ctx, deadline, result)
     try:
         conn = _Connection(sock, deadline, client_id, max_response_bytes)
@@ -424,7 +463,7 @@ def _run(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None,
             # topics=None asks for all topics without creating any (v1+).
             result.metadata = conn.request(P.API_METADATA, version, {
                 "topics": None if version >= 1 else [], "allow_auto_topic_creation": False,
-            })
+            }, memo=metadata_memo)
             result.timings_ms["metadata"] = _ms(t)
             if result.metadata.get("error_code"):  # top-level error, Metadata v13+
                 result.warnings.append(f"Metadata error {P.error_name(result.metadata['error_code'])}")

@@ -448,6 +448,9 @@ def response_header_version(api_key: int, api_version: int) -> int:
 _FRAME_LENGTH = struct.Struct(">i")
 
 
+_CORRELATION = struct.Struct(">i")
+
+
 def _frame(payload: bytes, max_bytes: int | None = None) -> bytes:
     if max_bytes is not None and len(payload) > max_bytes:
         raise ProtocolError(f"frame of {len(payload)} bytes exceeds the cap of {max_bytes}")
@@ -505,13 +508,23 @@ def decode_request(payload: bytes) -> tuple[RequestHeader, dict[str, Any]]:
 def encode_response(api_key: int, api_version: int, correlation_id: int,
                     body: dict[str, Any]) -> bytes:
     """A full response frame (4-byte length + header + body)."""
-    codec = _message_codec(api_key, api_version, False)
+    return response_frame(api_key, api_version, correlation_id,
+                          encode_response_body(api_key, api_version, body))
+
+
+def encode_response_body(api_key: int, api_version: int, body: dict[str, Any]) -> bytes:
+    """The encoded response body alone, to be framed (and reused) by response_frame."""
     w = Writer()
-    w.int32(correlation_id)
+    _message_codec(api_key, api_version, False).encode(w, body)
+    return w.getvalue()
+
+
+def response_frame(api_key: int, api_version: int, correlation_id: int, encoded_body: bytes) -> bytes:
+    """A full response frame around an already encoded body."""
+    header = _CORRELATION.pack(correlation_id)
     if response_header_version(api_key, api_version) >= 1:
-        w.tagged_fields({})
-    codec.encode(w, body)
-    return _frame(w.getvalue())
+        header += b"\x00"  # empty tagged fields
+    return _frame(header + encoded_body)
 
 
 def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[int, dict[str, Any]]:

@@ -64,6 +64,7 @@ class PushResult:
 
 
 REQUESTS_SEEN_MAX = 100_000
+METADATA_CACHE_MAX = 64  # distinct (state, request) answers kept per cluster
 
 
 class ClusterRuntime:
@@ -88,6 +89,7 @@ class ClusterRuntime:
         self._lock = threading.RLock()
         # Every request header received, bounded: (broker id, api key, api version, client id).
         self.requests_seen: deque[tuple[int, int, int, str | None]] = deque(maxlen=REQUESTS_SEEN_MAX)
+        self._metadata_cache: dict[tuple[Any, ...], bytes] = {}
 
     # ----------------------------------------------------------------- views
 
@@ -180,6 +182,25 @@ class ClusterRuntime:
             "error_code": P.ERROR_NONE, "name": t.name, "topic_id": t.topic_id,
             "is_internal": t.internal, "partitions": partitions,
         }
+
+    def metadata_response(self, request: dict[str, Any], version: int, request_body: bytes) -> bytes:
+        """The encoded Metadata response body, reused while topics, brokers and the request are unchanged.
+
+        A real broker answers from its metadata cache; re-encoding thousands of topics per
+        request would make the lab, not the poller, the cost a fleet benchmark measures.
+        """
+        key = (self.state.generation, self.cluster_id, self.controller_id(),
+               tuple(b.id for b in self.alive_brokers()), version, request_body)
+        with self._lock:
+            cached = self._metadata_cache.get(key)
+        if cached is not None:
+            return cached
+        encoded = P.encode_response_body(P.API_METADATA, version, self.metadata_body(request, version))
+        with self._lock:
+            if len(self._metadata_cache) >= METADATA_CACHE_MAX:
+                self._metadata_cache.pop(next(iter(self._metadata_cache)))
+            self._metadata_cache[key] = encoded
+        return encoded
 
     def metadata_body(self, request: dict[str, Any], version: int) -> dict[str, Any]:
         """Metadata response: alive brokers, cluster id, controller, requested (or all) topics."""

@@ -163,8 +163,9 @@ class _Connection:
             raise _Close(f"undecodable request: {exc}") from None
         key, version = header.api_key, header.api_version
         if key == P.API_METADATA:
-            out = self.cluster.metadata_body(body, version)
-        elif key == P.API_DESCRIBE_CLUSTER:
+            encoded = self.cluster.metadata_response(body, version, payload[_pos:])
+            return P.response_frame(key, version, header.correlation_id, encoded)
+        if key == P.API_DESCRIBE_CLUSTER:
             out = self.cluster.describe_cluster_body(body, version, self.broker.id)
         elif key == P.PUSH_CONFIG_API_KEY:
             body_size = len(payload) - _pos

@@ -63,6 +63,8 @@ class LabState:
         self.path = Path(path)
         self.clusters: dict[str, ClusterState] = {}
         self._lock = threading.RLock()
+        # Bumped on every change of topics or ids; keys the brokers' cached Metadata answers.
+        self.generation = 0
 
     @classmethod
     def load(cls, path: Path) -> LabState:
@@ -101,6 +103,7 @@ class LabState:
     def save(self) -> None:
         """Write the state file atomically."""
         with self._lock:
+            self.generation += 1
             self.path.parent.mkdir(parents=True, exist_ok=True)
             data = json.dumps(self.to_json(), indent=1, sort_keys=True)
             fd, tmp = tempfile.mkstemp(prefix=".state-", dir=self.path.parent)
@@ -117,6 +120,7 @@ class LabState:
     def ensure_cluster(self, spec: ClusterSpec) -> ClusterState:
         """Create the cluster's state on first sight and add topics new to lab.toml."""
         with self._lock:
+            self.generation += 1
             cs = self.clusters.get(spec.name)
             if cs is None:
                 cs = ClusterState(cluster_id=new_kafka_id())

@@ -1,0 +1,131 @@
+"""A cluster's topic table from one Metadata request: ids (KIP-516), partitions, replicas, ISR."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.config import ClusterConfig
+from backend.kafka import probe as probe_module
+from backend.kafka import protocol as P
+from backend.kafka.admin import MetadataView, NodeInfo, TopicInfo, TopicListing, normalize_topic_id
+
+
+class TopicFetchError(Exception):
+    """No broker answered the Metadata request; the message says why for each one tried."""
+
+
+@dataclass(frozen=True)
+class TopicTable:
+    """One Metadata answer: the cluster's id, controller and brokers, and every topic."""
+
+    view: MetadataView
+    listing: TopicListing
+    answered_by: str  # host:port of the broker that answered
+
+
+@dataclass
+class _ClusterMemo:
+    response: probe_module.ResponseMemo = field(default_factory=probe_module.ResponseMemo)
+    body: dict[str, Any] | None = None
+    table: tuple[MetadataView, TopicListing] | None = None
+
+
+def view_from_metadata(body: dict[str, Any]) -> MetadataView:
+    """Cluster id, controller and brokers of a decoded Metadata response."""
+    controller = body.get("controller_id")
+    return MetadataView(
+        cluster_id=body.get("cluster_id"),
+        controller_id=controller if isinstance(controller, int) and controller >= 0 else None,
+        brokers=sorted(
+            (NodeInfo(int(b["node_id"]), str(b["host"]), int(b["port"]), b.get("rack"))
+             for b in body.get("brokers") or []),
+            key=lambda n: n.broker_id,
+        ),
+        topic_names=sorted(t["name"] for t in body.get("topics") or [] if t.get("name")),
+    )
+
+
+def listing_from_metadata(body: dict[str, Any]) -> TopicListing:
+    """Turn a decoded Metadata response into a TopicListing (topic-level errors go to `failed`)."""
+    topics: list[TopicInfo] = []
+    failed: dict[str, str] = {}
+    for topic in body.get("topics") or []:
+        name = topic.get("name")
+        if not name:
+            continue
+        error = topic.get("error_code") or 0
+        if error == P.UNKNOWN_TOPIC_OR_PARTITION:
+            continue  # deleted while the broker built the answer
+        if error and not topic.get("partitions"):
+            failed[name] = f"Metadata error {P.error_name(error)}"
+            continue
+        replicas_max = under = offline = 0
+        replica_ids: set[int] = set()
+        partitions = topic.get("partitions") or []
+        for partition in partitions:
+            replicas = partition.get("replica_nodes") or []
+            replica_ids.update(replicas)
+            replicas_max = max(replicas_max, len(replicas))
+            if partition.get("leader_id", -1) < 0:
+                offline += 1
+            if len(partition.get("isr_nodes") or []) < len(replicas):
+                under += 1
+        topics.append(
+            TopicInfo(
+                topic=name,
+                topic_id=normalize_topic_id(topic.get("topic_id")),
+                internal=bool(topic.get("is_internal")),
+                partitions=len(partitions),
+                replication_factor=replicas_max,
+                under_replicated=under,
+                offline_partitions=offline,
+                replica_broker_ids=replica_ids,
+            )
+        )
+    return TopicListing(topics=topics, failed=failed)
+
+
+class TopicTables:
+    """Fetches each cluster's topic table; an answer with the same bytes as last time is not decoded again."""
+
+    def __init__(self) -> None:
+        """Start with no memos."""
+        self._memos: dict[str, _ClusterMemo] = {}
+        self._lock = threading.Lock()
+        self.reused = 0  # answers served from a memo (for tests and benchmarks)
+
+    def _memo(self, cluster_name: str) -> _ClusterMemo:
+        with self._lock:
+            return self._memos.setdefault(cluster_name, _ClusterMemo())
+
+    def fetch(self, cluster: ClusterConfig, candidates: Sequence[tuple[str, int]], deadline: float,
+              request_timeout_s: float) -> TopicTable:
+        """Ask the candidate brokers in turn for Metadata of every topic, until one answers."""
+        security = probe_module.ProbeSecurity.from_cluster(cluster)
+        memo = self._memo(cluster.name)
+        failures: list[str] = []
+        for host, port in dict.fromkeys(candidates):  # in order, without repeats
+            left = deadline - time.monotonic()
+            if left <= 0.05:
+                failures.append("poll deadline reached")
+                break
+            result = probe_module.probe_broker(
+                host, port, security=security, timeout_s=min(request_timeout_s, left),
+                with_metadata=True, metadata_memo=memo.response,
+            )
+            body = result.metadata
+            if result.ok and body is not None and not body.get("error_code") and body.get("brokers"):
+                if body is not memo.body or memo.table is None:
+                    memo.body, memo.table = body, (view_from_metadata(body), listing_from_metadata(body))
+                else:
+                    self.reused += 1
+                return TopicTable(view=memo.table[0], listing=memo.table[1], answered_by=f"{host}:{port}")
+            reason = result.error or (
+                "no Metadata answer" if body is None
+                else f"Metadata error {P.error_name(body.get('error_code') or 0)}")
+            failures.append(f"{host}:{port}: {reason}")
+        raise TopicFetchError("; ".join(failures) or "no broker to ask")
