@@ -285,11 +285,11 @@ def _assemble(
 
 # Per cluster, the rows built from the last topic listing: an unchanged listing (the same
 # object, see TopicTables) with the same ZooKeeper ids reuses them instead of rebuilding thousands.
-_ROWS: dict[str, tuple[TopicListing, dict[str, str], list[TopicSnapshot], frozenset[int]]] = {}
+_ROWS: dict[str, tuple[TopicListing, dict[str, str | None], list[TopicSnapshot], frozenset[int]]] = {}
 _ROWS_LOCK = threading.Lock()
 
 
-def _cached_rows(name: str, listing: TopicListing, zk_ids: dict[str, str] | None) -> tuple[list[TopicSnapshot], frozenset[int]] | None:
+def _cached_rows(name: str, listing: TopicListing, zk_ids: dict[str, str | None] | None) -> tuple[list[TopicSnapshot], frozenset[int]] | None:
     with _ROWS_LOCK:
         cached = _ROWS.get(name)
     if cached is not None and cached[0] is listing and (zk_ids is None or cached[1] == zk_ids):
@@ -304,7 +304,7 @@ def _replica_ids(name: str, listing: TopicListing) -> frozenset[int]:
     return frozenset().union(*(t.replica_broker_ids for t in listing.topics))
 
 
-def _topic_rows(name: str, listing: TopicListing, zk_ids: dict[str, str]) -> list[TopicSnapshot]:
+def _topic_rows(name: str, listing: TopicListing, zk_ids: dict[str, str | None]) -> list[TopicSnapshot]:
     """TopicSnapshot rows, sorted by name (treated as read-only once built)."""
     cached = _cached_rows(name, listing, zk_ids)
     if cached is not None:
