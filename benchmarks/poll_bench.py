@@ -114,12 +114,22 @@ def _lab_toml(workdir: Path, clusters: int, topics: int) -> Path:
     return path
 
 
-def _set_latency(state_dir: Path, fleet: Fleet, latency_ms: int) -> None:
+MIXED_MAX_MS = 50
+
+
+def _latency_of(setting: str, index: int, clusters: int) -> int:
+    """A fixed delay, or for "mixed" a spread from 0 to MIXED_MAX_MS over the clusters (a fleet across regions)."""
+    if setting == "mixed":
+        return round(MIXED_MAX_MS * index / max(1, clusters - 1))
+    return int(setting)
+
+
+def _set_latency(state_dir: Path, fleet: Fleet, setting: str) -> None:
     """Give every lab broker a per-request delay (a stand-in for the network between poller and cluster)."""
     faults = {}
-    for config in fleet.clusters:
+    for index, config in enumerate(fleet.clusters):
         for broker in range(1, 4):
-            faults[(config.name, broker)] = BrokerFaults(latency_ms=latency_ms)
+            faults[(config.name, broker)] = BrokerFaults(latency_ms=_latency_of(setting, index, len(fleet.clusters)))
     write_control_file(state_dir / "faults.json", faults)
     time.sleep(1.5)  # the lab re-reads its control file every CONTROL_POLL_S
 
@@ -138,7 +148,7 @@ class _Cycles:
         self.previous.update({s.cluster_name: s for s in poll.clusters})
 
 
-def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int, latencies_ms: list[int]) -> dict[str, object]:
+def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int, latencies: list[str]) -> dict[str, object]:
     """A full cycle over the lab fleet vs each cluster polled alone (slowest one reported), per latency."""
     lab_file = _lab_toml(workdir, clusters, topics)
     fleet_file = workdir / "lab-clusters.toml"
@@ -165,8 +175,8 @@ def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int, lat
         assert all(len(s.topics) >= topics for s in cycles.previous.values())
         lab_proc = psutil.Process(lab.pid)
         results = []
-        for latency_ms in latencies_ms:
-            _set_latency(workdir / "lab-state", fleet, latency_ms)
+        for latency in latencies:
+            _set_latency(workdir / "lab-state", fleet, latency)
             cycles.run(fleet)
             single: dict[str, float] = {}
             for config in fleet.clusters:
@@ -179,7 +189,7 @@ def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int, lat
             own_cpu = (time.process_time() - own_cpu_before) / repeats
             slowest = max(single, key=single.__getitem__)
             results.append({
-                "latency_ms_per_request": latency_ms,
+                "latency_ms_per_request": latency if latency == "mixed" else int(latency),
                 "full_cycle_median_s": round(full_s, 3),
                 "full_cycle_runs_s": [round(r, 3) for r in full_runs],
                 "slowest_single_cluster": slowest,
@@ -215,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab-clusters", type=int, default=20)
     parser.add_argument("--lab-topics", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--lab-latency-ms", default="0,5,20",
-                        help="per-request delay of every lab broker, comma separated; one fleet cycle result per value")
+    parser.add_argument("--lab-latency-ms", default="0,5,20,50,mixed",
+                        help="per-request delay of every lab broker, comma separated; one fleet cycle result per "
+                             f"value; 'mixed' spreads 0..{MIXED_MAX_MS} ms over the clusters")
     parser.add_argument("--skip-real", action="store_true", help="skip the real-Kafka comparison")
     parser.add_argument("--skip-lab", action="store_true", help="skip the lab fleet cycle")
     args = parser.parse_args(argv)
@@ -228,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_lab:
             results["lab_fleet_cycle"] = bench_lab_fleet(
                 workdir, args.lab_clusters, args.lab_topics, args.repeats,
-                [int(v) for v in args.lab_latency_ms.split(",") if v.strip()])
+                [v.strip() for v in args.lab_latency_ms.split(",") if v.strip()])
     results["poller_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(results, indent=2))
     return 0

@@ -153,7 +153,7 @@ def broker_upgraded(previous: ClusterSnapshot | None, current: ClusterSnapshot) 
 
 def topic_recreated(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """KIP-516: a topic name now has a different topic id (deleted and recreated between polls)."""
-    if previous is None:
+    if previous is None or previous.topics is current.topics:  # the poller reuses unchanged rows
         return []
     old_ids = {t.topic: t.topic_id for t in previous.topics if t.topic_id}
     alerts = []
@@ -210,7 +210,7 @@ def zk_topic_id_mismatch(current: ClusterSnapshot) -> list[Alert]:
 
 def topic_created(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """Topics present now that were absent in the previous poll."""
-    if previous is None:
+    if previous is None or previous.topics is current.topics:  # the poller reuses unchanged rows
         return []
     before = {t.topic for t in previous.topics}
     return [
@@ -234,7 +234,7 @@ def topic_created(previous: ClusterSnapshot | None, current: ClusterSnapshot) ->
 
 def topic_deleted(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> list[Alert]:
     """Topics present in the previous poll that are gone now."""
-    if previous is None:
+    if previous is None or previous.topics is current.topics:  # the poller reuses unchanged rows
         return []
     now = {t.topic for t in current.topics}
     return [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,18 @@ from typing import Any
 from backend.config import ClusterConfig
 from backend.kafka.admin import NodeInfo
 
-MAX_PROBE_THREADS = 16
+MAX_PROBE_THREADS = 64  # shared by every cluster's probes; each probe ends by its own deadline
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _probe_pool() -> ThreadPoolExecutor:
+    """One long-lived pool: starting threads for every poll cost more CPU than the probes themselves."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=MAX_PROBE_THREADS, thread_name_prefix="probe")
+        return _POOL
 
 
 @dataclass(slots=True)
@@ -105,5 +117,8 @@ def default_prober(cluster: ClusterConfig, nodes: Sequence[NodeInfo], timeout_s:
 
     if not nodes:
         return {}
-    with ThreadPoolExecutor(max_workers=min(MAX_PROBE_THREADS, len(nodes))) as pool:
-        return dict(pool.map(one, nodes))
+    if len(nodes) == 1:
+        return dict([one(nodes[0])])
+    futures = [_probe_pool().submit(one, node) for node in nodes[1:]]
+    first = one(nodes[0])  # this thread probes one broker itself
+    return dict([first, *(f.result() for f in futures)])
