@@ -33,14 +33,35 @@ from backend.pipeline.spark import get_spark
 STATE_DIR = "_state/pipeline"
 MANIFEST = "processed_files.json"
 BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
-LATEST = "latest"
+STATE = "state.json"  # which latest-rows base/segments and count tables are current
+STATE_FORMAT = 2
+LATEST = "latest"  # latest rows per instance: one base plus appended segments
+AGG = "agg"  # count tables, one directory per generation
+TOO_OLD = "too_old_clients"
+# Compact (rewrite the base from base + segments) when the segments hold more rows than this
+# fraction of the base, or when there are more than MAX_SEGMENTS of them.
+COMPACT_FRACTION = 0.25
+MAX_SEGMENTS = 32
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
                  "drift_keys", "group_drift", "client_versions", "config_alerts")
+COUNT_TABLES: dict[str, tuple[Callable[[DataFrame], DataFrame], tuple[str, ...]]] = {
+    "value_counts": (T.value_counts, T.VALUE_COUNT_KEYS),
+    "group_counts": (T.group_counts, T.GROUP_COUNT_KEYS),
+    "version_counts": (T.version_counts, T.VERSION_COUNT_KEYS),
+    "client_id_counts": (T.client_id_counts, T.CLIENT_ID_COUNT_KEYS),
+}
 
 
 @dataclass
 class AnalysisSummary:
-    """What one analysis run read and produced."""
+    """What one analysis run read and produced.
+
+    A refresh (``full`` false) proves what it touched: ``instances_changed`` instances whose
+    latest snapshot changed (new + updated), ``delta_rows`` signed rows folded into the count
+    tables, ``state_rows_matched`` current rows of those instances found in the state (read
+    by a filtered scan of ``state_rows_scanned`` rows), ``state_rows_written`` rows appended as a
+    segment and ``state_rows_rewritten`` rows rewritten by a compaction (0 when none ran).
+    """
 
     lake: str
     full: bool
@@ -55,6 +76,36 @@ class AnalysisSummary:
     result_rows: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
     duration_s: float = 0.0
+    full_reason: str = ""
+    instances_changed: int = 0
+    instances_new: int = 0
+    instances_updated: int = 0
+    instances_evaluated: int = 0
+    delta_rows: int = 0
+    state_rows_scanned: int = 0
+    state_rows_matched: int = 0
+    state_rows_written: int = 0
+    state_rows_rewritten: int = 0
+    compacted: bool = False
+
+
+@dataclass
+class _State:
+    """The current incremental state, as recorded in state.json."""
+
+    generation: int
+    base: str
+    base_rows: int
+    segments: list[str]
+    segment_rows: int
+    agg: str
+    window_days: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"format": STATE_FORMAT, "schema_version": SCHEMA_VERSION,
+                "generation": self.generation, "base": self.base, "base_rows": self.base_rows,
+                "segments": self.segments, "segment_rows": self.segment_rows, "agg": self.agg,
+                "window_days": self.window_days}
 
 
 class _Lake:
@@ -171,6 +222,68 @@ def _ingest_totals(lake: str) -> tuple[int, int, int]:
     return total("quarantined"), total("sensitive_dropped"), total("untyped")
 
 
+def _load_state(paths: _Lake) -> _State | None:
+    """The recorded incremental state, or None when absent, of another format or incomplete."""
+    meta = paths.read_json(STATE_DIR, STATE)
+    if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
+        return None
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        return None
+    try:
+        state = _State(int(meta["generation"]), str(meta["base"]), int(meta["base_rows"]),
+                       [str(x) for x in meta["segments"]], int(meta["segment_rows"]),
+                       str(meta["agg"]), meta.get("window_days"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    dirs = [(LATEST, state.base), *[(LATEST, seg) for seg in state.segments],
+            *[(AGG, state.agg, name) for name in (*COUNT_TABLES, TOO_OLD)]]
+    if not all(paths.exists(STATE_DIR, *parts) for parts in dirs):
+        return None
+    return state
+
+
+def _cleanup(paths: _Lake, state: _State) -> None:
+    """Delete latest-row and count-table directories the committed state no longer names."""
+    keep = {LATEST: {state.base, *state.segments}, AGG: {state.agg}}
+    for sub, names in keep.items():
+        base = paths.path(STATE_DIR, sub)
+        if paths.fs.get_file_info(base).type != pafs.FileType.Directory:
+            continue
+        for info in paths.fs.get_file_info(pafs.FileSelector(base)):
+            if info.base_name in names:
+                continue
+            if info.type == pafs.FileType.Directory:
+                paths.fs.delete_dir(info.path)
+            else:
+                paths.fs.delete_file(info.path)
+
+
+def _read_latest(spark: SparkSession, paths: _Lake, dirs: list[str]) -> DataFrame:
+    return spark.read.schema(spark_schema("client_configs")).parquet(
+        *[paths.spark_path(STATE_DIR, LATEST, d) for d in dirs])
+
+
+def _read_agg(spark: SparkSession, paths: _Lake, agg: str, name: str) -> DataFrame:
+    return spark.read.parquet(paths.spark_path(STATE_DIR, AGG, agg, name))
+
+
+def _write_agg(paths: _Lake, frames: dict[str, DataFrame], agg: str) -> None:
+    for name, frame in frames.items():
+        paths.replace_dir(frame.repartition(1), STATE_DIR, AGG, agg, name)
+
+
+def _full_reason(full: bool, window_days: float | None, state: _State | None, paths: _Lake) -> str:
+    if full:
+        return "--full"
+    if state is None:
+        return "no incremental state (first run, or state of another format)"
+    if window_days is not None or state.window_days is not None:
+        return "time window (results depend on the clock)"
+    if not paths.exists("results", "config_alerts"):
+        return "results missing"
+    return ""
+
+
 def run_analysis(
     lake: str,
     master: str | None = None,
@@ -178,78 +291,88 @@ def run_analysis(
     window_days: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> AnalysisSummary:
-    """Fold new client_configs into the latest-per-instance state and rewrite lake/results.
+    """Fold new client_configs into the state and count tables, and rewrite lake/results.
 
-    Incremental by default: only files not listed in the processed-files manifest are read.
-    ``full`` rebuilds the state from every file. ``window_days`` limits results to instances
-    whose latest snapshot is that recent.
+    Incremental by default: only files not listed in the processed-files manifest are read, and
+    only the instances whose latest snapshot they change are counted, evaluated and appended to
+    the state. ``full`` (and a first run, a time window or a state of another format) rebuilds
+    everything from every file. ``window_days`` limits results to instances whose latest
+    snapshot is that recent.
     """
     started = time.monotonic()
     say = progress or (lambda _msg: None)
-    summary = AnalysisSummary(lake=lake, full=full)
     paths = _Lake(lake)
+    state = None if full else _load_state(paths)
+    reason = _full_reason(full, window_days, state, paths)
+    summary = AnalysisSummary(lake=lake, full=bool(reason), full_reason=reason)
     spark = get_spark(master)
     summary.quarantined, summary.sensitive_dropped, summary.untyped = _ingest_totals(lake)
 
     all_files = paths.config_files()
     saved = paths.read_json(STATE_DIR, MANIFEST)
-    manifest = [str(f) for f in saved] if isinstance(saved, list) and not full else []
-    has_state = not full and paths.exists(STATE_DIR, LATEST)
-    if not has_state:
-        manifest = []
+    manifest = [str(f) for f in saved] if isinstance(saved, list) and state is not None else []
     done = set(manifest)
     new_files = [f for f in all_files if f not in done]
-    summary.files_processed = len(new_files)
-    say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
     brokers_seen = broker_versions_seen(lake)
     brokers_unchanged = paths.read_json(STATE_DIR, BROKER_VERSIONS) == brokers_seen
-    if not new_files and has_state and brokers_unchanged and paths.exists("results", "config_alerts"):
+    same_window = state is not None and state.window_days == window_days
+    if (not full and not new_files and same_window and brokers_unchanged
+            and paths.exists("results", "config_alerts")):
         summary.skipped = True
         summary.duration_s = time.monotonic() - started
         say("nothing new; results are current")
         return summary
+    if reason:
+        new_files = all_files
+        say(f"full computation: {reason}")
+    summary.files_processed = len(new_files)
+    say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
 
     schema = spark_schema("client_configs")
-    parts = []
     if new_files:
         new_rows = spark.read.schema(schema).parquet(
-            *[paths.spark_path("client_configs", f) for f in new_files]).cache()
-        counts = new_rows.agg(F.count(F.lit(1)).alias("rows"),
-                              F.countDistinct("snapshot_id").alias("snaps")).collect()[0]
-        summary.records_read, summary.snapshots_read = int(counts["rows"]), int(counts["snaps"])
-        say(f"read {summary.records_read} config rows of {summary.snapshots_read} snapshots")
-        parts.append(new_rows)
-    if has_state:
-        parts.append(spark.read.schema(schema).parquet(paths.spark_path(STATE_DIR, LATEST)))
-    if not parts:
-        parts.append(spark.createDataFrame([], schema))
-    combined = parts[0]
-    for extra in parts[1:]:
-        combined = combined.unionByName(extra)
-    paths.replace_dir(T.latest_snapshots(combined).select(*schema.fieldNames()), STATE_DIR, LATEST)
-    latest = spark.read.schema(schema).parquet(paths.spark_path(STATE_DIR, LATEST))
-    if window_days is not None:
-        latest = T.latest_snapshots(latest, since=datetime.now(UTC) - timedelta(days=window_days))
-    latest = latest.cache()
-    summary.instances = latest.select("client_instance_id").distinct().count()
+            *[paths.spark_path("client_configs", f) for f in new_files])
+    else:
+        new_rows = spark.createDataFrame([], schema)
+    new_rows = new_rows.cache()
+    counts = new_rows.agg(F.count(F.lit(1)).alias("rows"),
+                          F.countDistinct("snapshot_id").alias("snaps")).collect()[0]
+    summary.records_read, summary.snapshots_read = int(counts["rows"]), int(counts["snaps"])
+    say(f"read {summary.records_read} config rows of {summary.snapshots_read} snapshots")
+
+    generation = (state.generation if state else 0) + 1
+    tag = f"g{generation:06d}-{uuid.uuid4().hex[:8]}"
+    cached: list[DataFrame] = [new_rows]
+    if reason:
+        new_state, configs, prior_alerts = _full_state(spark, paths, new_rows, window_days, tag,
+                                                       generation, summary, cached)
+    else:
+        assert state is not None
+        new_state, configs, prior_alerts = _refresh_state(spark, paths, new_rows, state, tag,
+                                                          summary, cached)
+    say(f"{summary.instances_evaluated} instances evaluated, {summary.delta_rows} delta rows")
+
+    agg = {name: _read_agg(spark, paths, new_state.agg, name) for name in (*COUNT_TABLES, TOO_OLD)}
+    summary.instances = int(agg["version_counts"].agg(F.sum("n")).collect()[0][0] or 0)
     say(f"{summary.instances} client instances in the latest state")
 
     computed_at = datetime.now(UTC)
-    dist = T.distributions(latest).cache()
+    dist = T.distributions_from_counts(agg["value_counts"]).cache()
     pairs = T.drift_clusters(dist).cache()
-    groups = T.group_drift(latest).cache()
-    # 18 rules each scan the per-instance map: build it once.
-    configs = T.instance_configs(latest).cache()
-    alerts = rules_mod.evaluate_rules(configs, group_drift=groups,
-                                      brokers=_broker_versions(spark, paths))
+    groups = T.group_drift_from_counts(agg["group_counts"]).cache()
+    cached += [dist, pairs, groups]
+    alerts = rules_mod.instance_alerts(configs).unionByName(rules_mod.fleet_alerts(
+        agg["client_id_counts"], groups, agg[TOO_OLD], _broker_versions(spark, paths)))
+    if prior_alerts is not None:
+        alerts = alerts.unionByName(prior_alerts)
     frames = {
         "distributions": dist,
-        "default_share": T.default_share(latest),
-        "numeric_summary": T.numeric_summary(latest),
+        "default_share": T.default_share_from_counts(agg["value_counts"]),
+        "numeric_summary": T.numeric_summary_from_counts(agg["value_counts"]),
         "drift_clusters": pairs,
         "drift_keys": T.drift_keys(dist, pairs),
         "group_drift": groups,
-        "client_versions": T.client_versions(latest),
+        "client_versions": T.client_versions_from_counts(agg["version_counts"]),
         "config_alerts": alerts,
     }
     for name in SPARK_RESULTS:
@@ -262,14 +385,109 @@ def run_analysis(
         if name == "config_alerts":
             for sev in table.column("severity").to_pylist():
                 summary.alerts_by_severity[sev] = summary.alerts_by_severity.get(sev, 0) + 1
+    # Commit: state.json names the new base/segments/count tables. A crash before this line
+    # leaves the previous state current; re-folding files it already holds is a no-op (their
+    # snapshots do not supersede themselves).
+    paths.write_json(new_state.to_json(), STATE_DIR, STATE)
     paths.write_json(sorted(done | set(new_files)), STATE_DIR, MANIFEST)
     paths.write_json(brokers_seen, STATE_DIR, BROKER_VERSIONS)
-    for frame in (dist, pairs, groups, configs, latest):
+    _cleanup(paths, new_state)
+    for frame in cached:
         frame.unpersist()
-    if new_files:
-        new_rows.unpersist()
     summary.duration_s = time.monotonic() - started
     return summary
+
+
+def _full_state(
+    spark: SparkSession, paths: _Lake, rows: DataFrame, window_days: float | None, tag: str,
+    generation: int, summary: AnalysisSummary, cached: list[DataFrame],
+) -> tuple[_State, DataFrame, DataFrame | None]:
+    """Rebuild the latest-rows base and every count table from all rows."""
+    schema = spark_schema("client_configs")
+    base = f"base-{tag}"
+    paths.replace_dir(T.latest_snapshots(rows).select(*schema.fieldNames()), STATE_DIR, LATEST, base)
+    latest = _read_latest(spark, paths, [base])
+    base_rows = latest.count()
+    if window_days is not None:
+        latest = T.latest_snapshots(latest, since=datetime.now(UTC) - timedelta(days=window_days))
+    latest = latest.cache()
+    configs = T.instance_configs(latest).cache()
+    cached += [latest, configs]
+    tables = {name: fn(latest) for name, (fn, _keys) in COUNT_TABLES.items()}
+    tables[TOO_OLD] = rules_mod.too_old_clients(configs)
+    _write_agg(paths, tables, tag)
+    summary.instances_evaluated = configs.count()
+    summary.state_rows_written = base_rows
+    return _State(generation, base, base_rows, [], 0, tag, window_days), configs, None
+
+
+def _refresh_state(
+    spark: SparkSession, paths: _Lake, new_rows: DataFrame, state: _State, tag: str,
+    summary: AnalysisSummary, cached: list[DataFrame],
+) -> tuple[_State, DataFrame, DataFrame | None]:
+    """Fold only the instances whose latest snapshot changed into the state and count tables."""
+    schema = spark_schema("client_configs")
+    ids = ["client_instance_id"]
+    new_latest = T.latest_snapshots(new_rows).cache()
+    heads = new_latest.select(*ids, "received_at", "snapshot_id").dropDuplicates(ids)
+    # The current rows of just these instances: a filtered scan of base + segments, no shuffle
+    # of the state.
+    state_dirs = [state.base, *state.segments]
+    summary.state_rows_scanned = state.base_rows + state.segment_rows
+    old_rows = _read_latest(spark, paths, state_dirs).join(
+        F.broadcast(heads.select(*ids)), "client_instance_id", "left_semi")
+    old_latest = T.latest_snapshots(old_rows).cache()
+    old_heads = old_latest.select(*ids, "received_at", "snapshot_id").dropDuplicates(ids)
+    changed = T.superseding(heads, old_heads).cache()
+    cached += [new_latest, old_latest, changed]
+    changed_ids = F.broadcast(changed.select(*ids))
+    plus = new_latest.join(changed_ids, "client_instance_id", "left_semi").select(
+        *schema.fieldNames()).cache()
+    minus = old_latest.join(changed_ids, "client_instance_id", "left_semi")
+    delta = plus.withColumn("sign", F.lit(1)).unionByName(minus.withColumn("sign", F.lit(-1))).cache()
+    configs = T.instance_configs(plus).cache()
+    cached += [plus, delta, configs]
+
+    by_kind = {bool(r["updated"]): int(r["n"]) for r in
+               changed.groupBy("updated").agg(F.count(F.lit(1)).alias("n")).collect()}
+    summary.instances_new, summary.instances_updated = by_kind.get(False, 0), by_kind.get(True, 0)
+    summary.instances_changed = summary.instances_new + summary.instances_updated
+    summary.state_rows_matched = old_latest.count()
+    summary.delta_rows = delta.count()
+    summary.instances_evaluated = configs.count()
+
+    segments, segment_rows, agg = list(state.segments), state.segment_rows, state.agg
+    prior_alerts = spark.read.schema(spark_schema("config_alerts")).parquet(
+        paths.spark_path("results", "config_alerts")).where(
+        F.col("rule_id").isin(*rules_mod.PER_INSTANCE_RULE_IDS)).drop(
+        "computed_at", "schema_version")
+    if summary.instances_changed:
+        seg = f"seg-{tag}"
+        paths.replace_dir(plus, STATE_DIR, LATEST, seg)
+        segments.append(seg)
+        summary.state_rows_written = plus.count()
+        segment_rows += summary.state_rows_written
+        tables = {
+            name: T.merge_counts(_read_agg(spark, paths, state.agg, name), fn(delta), keys)
+            for name, (fn, keys) in COUNT_TABLES.items()
+        }
+        tables[TOO_OLD] = _read_agg(spark, paths, state.agg, TOO_OLD).join(
+            changed_ids, "client_instance_id", "left_anti").unionByName(
+            rules_mod.too_old_clients(configs))
+        _write_agg(paths, tables, tag)
+        agg = tag
+        prior_alerts = prior_alerts.join(changed_ids, "client_instance_id", "left_anti")
+
+    base, base_rows = state.base, state.base_rows
+    if segment_rows > COMPACT_FRACTION * base_rows or len(segments) > MAX_SEGMENTS:
+        base = f"base-{tag}"
+        paths.replace_dir(T.latest_snapshots(_read_latest(spark, paths, [state.base, *segments]))
+                          .select(*schema.fieldNames()), STATE_DIR, LATEST, base)
+        base_rows = _read_latest(spark, paths, [base]).count()
+        summary.state_rows_rewritten, summary.compacted = base_rows, True
+        segments, segment_rows = [], 0
+    new_state = _State(state.generation + 1, base, base_rows, segments, segment_rows, agg, None)
+    return new_state, configs, prior_alerts
 
 
 if __name__ == "__main__":

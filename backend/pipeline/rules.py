@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from backend.pipeline import transforms as T
+
 DOC = "https://kafka.apache.org/documentation/"
 SHARED_CLIENT_ID_THRESHOLD = 10
 # KIP-896: Kafka 4.0 keeps only protocol versions of Kafka 2.1 and later (Java clients >= 2.1)
@@ -218,11 +220,13 @@ def _missing_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) ->
     return _alert_frame(rule, matched, _observed(("client.id",)), F.lit(rule.rationale))
 
 
-def _shared_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
+def shared_client_id_alerts(client_ids: DataFrame) -> DataFrame:
+    """CC016 from client_id_counts(): one alert per (cluster, client.id) over the threshold."""
+    rule = rule_by_id("CC016")
     shared = (
-        configs.where(F.col("client_id").isNotNull() & (F.col("client_id") != ""))
-        .groupBy("cluster_id", "client_id")
-        .agg(F.count(F.lit(1)).alias("n"), F.first("client_type").alias("client_type"))
+        client_ids.groupBy("cluster_id", "client_id")
+        # min, not first: the same answer whatever order the instances come in
+        .agg(F.sum("n").cast("long").alias("n"), F.min("client_type").alias("client_type"))
         .where(F.col("n") > SHARED_CLIENT_ID_THRESHOLD)
         .withColumn("client_instance_id", F.lit(None).cast("string"))
         .withColumn("group_id", F.lit(None).cast("string"))
@@ -234,10 +238,20 @@ def _shared_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> 
     return _alert_frame(rule, shared, observed, explanation)
 
 
+def _shared_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
+    return shared_client_id_alerts(T.client_id_counts(configs))
+
+
 def _group_disagreement(rule: Rule, configs: DataFrame, *, group_drift: DataFrame | None = None,
                         **_: DataFrame | None) -> DataFrame:
     if group_drift is None:
         raise ValueError("group_disagreement needs the group_drift frame")
+    return group_disagreement_alerts(group_drift)
+
+
+def group_disagreement_alerts(group_drift: DataFrame) -> DataFrame:
+    """CC017 from the group_drift table: one alert per group and disagreeing group setting."""
+    rule = rule_by_id("CC017")
     rows = (
         group_drift.where(F.col("key").isin(*GROUP_CONSISTENCY_KEYS))
         .withColumn("client_instance_id", F.lit(None).cast("string"))
@@ -275,10 +289,16 @@ def broker_major_versions(broker_snapshots: DataFrame) -> DataFrame:
     )
 
 
-def _client_too_old(rule: Rule, configs: DataFrame, *, brokers: DataFrame | None = None,
-                    **_: DataFrame | None) -> DataFrame:
-    if brokers is None:
-        return _alert_frame(rule, _with_ids(configs).limit(0), F.lit("{}"), F.lit(""))
+TOO_OLD_COLUMNS = ("client_instance_id", "cluster_id", "client_id", "client_type",
+                   "client_software_name", "client_software_version", "group_id")
+
+
+def too_old_clients(configs: DataFrame) -> DataFrame:
+    """Instances (of instance_configs()) whose client software predates what Kafka 4.x serves.
+
+    Does not depend on the brokers, so the job can keep it as a small per-instance index and
+    join it with the latest broker versions on every run (CC018).
+    """
     name = F.lower(F.coalesce(F.col("client_software_name"), F.lit("")))
     version = F.coalesce(F.col("client_software_version"), F.lit(""))
     rd_version = F.regexp_extract(version, r"rdkafka[-_ ]?v?(\d+\.\d+(?:\.\d+)?)", 1)
@@ -290,10 +310,15 @@ def _client_too_old(rule: Rule, configs: DataFrame, *, brokers: DataFrame | None
     rd_number = _version_number(F.when(rd_version != "", rd_version).otherwise(version))
     too_old = (is_java & (_version_number(version) < java_min)) | (
         ~is_java & is_rd & (rd_number < rd_min))
-    matched = (
-        _with_ids(configs).join(brokers, "cluster_id")
-        .where((F.col("broker_major") >= 4) & too_old)
-    )
+    return _with_ids(configs).where(too_old).select(*TOO_OLD_COLUMNS)
+
+
+def client_too_old_alerts(too_old: DataFrame, brokers: DataFrame | None) -> DataFrame:
+    """CC018: too_old_clients() rows on clusters whose brokers run Kafka 4 or later."""
+    rule = rule_by_id("CC018")
+    if brokers is None:
+        return _alert_frame(rule, too_old.limit(0), F.lit("{}"), F.lit(""))
+    matched = too_old.join(brokers, "cluster_id").where(F.col("broker_major") >= 4)
     observed = F.to_json(F.create_map(
         F.lit("client_software_name"), F.col("client_software_name"),
         F.lit("client_software_version"), F.col("client_software_version"),
@@ -301,6 +326,11 @@ def _client_too_old(rule: Rule, configs: DataFrame, *, brokers: DataFrame | None
     explanation = F.concat(F.lit(f"{rule.rationale} Brokers run "), F.col("broker_version"),
                            F.lit("."))
     return _alert_frame(rule, matched, observed, explanation)
+
+
+def _client_too_old(rule: Rule, configs: DataFrame, *, brokers: DataFrame | None = None,
+                    **_: DataFrame | None) -> DataFrame:
+    return client_too_old_alerts(too_old_clients(configs), brokers)
 
 
 _FLEET = {
@@ -314,7 +344,7 @@ _FLEET = {
 def evaluate_rules(
     configs: DataFrame,
     *,
-    group_drift: DataFrame,
+    group_drift: DataFrame | None,
     brokers: DataFrame | None = None,
     rules: tuple[Rule, ...] = RULES,
 ) -> DataFrame:
@@ -331,3 +361,23 @@ def evaluate_rules(
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+# Rules whose alerts depend only on one instance's own latest snapshot (and name it): on a
+# refresh they are evaluated for the changed instances only. CC018 is per instance too but also
+# depends on the brokers, so it is recomputed from the too_old_clients index on every run.
+PER_INSTANCE_RULE_IDS = tuple(r.id for r in RULES if r.condition is not None) + ("CC015",)
+
+
+def instance_alerts(configs: DataFrame) -> DataFrame:
+    """Alerts of the PER_INSTANCE_RULE_IDS rules over instance_configs()."""
+    return evaluate_rules(configs, group_drift=None,
+                          rules=tuple(rule_by_id(i) for i in PER_INSTANCE_RULE_IDS))
+
+
+def fleet_alerts(client_ids: DataFrame, group_drift: DataFrame, too_old: DataFrame,
+                 brokers: DataFrame | None) -> DataFrame:
+    """CC016, CC017 and CC018 from client_id_counts(), group_drift and too_old_clients()."""
+    return (shared_client_id_alerts(client_ids)
+            .unionByName(group_disagreement_alerts(group_drift))
+            .unionByName(client_too_old_alerts(too_old, brokers)))

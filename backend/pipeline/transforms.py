@@ -80,7 +80,7 @@ def numeric_summary(latest: DataFrame) -> DataFrame:
     return (
         numeric.groupBy("cluster_id", "client_type", "key")
         .agg(
-            F.first("type").alias("type"),
+            F.min("type").alias("type"),  # deterministic when a key's type differs
             F.count(F.lit(1)).alias("instances"),
             F.sum(F.when(F.col("number").isNull() & F.col("value").isNotNull(), 1).otherwise(0))
             .cast("long").alias("unparsable"),
@@ -218,3 +218,150 @@ def instance_configs(latest: DataFrame) -> DataFrame:
     cfg = latest.groupBy("client_instance_id").agg(
         F.map_from_entries(F.collect_list(F.struct("key", "value"))).alias("cfg"))
     return instances(latest).join(cfg, "client_instance_id")
+
+
+# --- Count tables: the incremental state of the results -------------------------------------
+#
+# Each count table holds, per combination of its key columns, the number ``n`` of latest client
+# instances with it. Built from latest rows they count instances; built from delta rows (rows
+# with a ``sign`` column: +1 for a superseding snapshot, -1 for the snapshot it replaces) they
+# count the change, and merge_counts() adds the change in. Their size follows the number of
+# distinct values, not the number of instances. Every results table but config_alerts is a
+# function of them.
+
+VALUE_COUNT_KEYS = ("cluster_id", "client_type", "key", "value", "type", "is_default")
+GROUP_COUNT_KEYS = ("cluster_id", "group_id", "key", "value")
+VERSION_COUNT_KEYS = ("cluster_id", "client_type", "client_software_name",
+                      "client_software_version")
+CLIENT_ID_COUNT_KEYS = ("cluster_id", "client_id", "client_type")
+
+
+def _weighted_count(rows: DataFrame) -> Column:
+    weight = F.col("sign") if "sign" in rows.columns else F.lit(1)
+    return F.sum(weight).cast("long").alias("n")
+
+
+def instance_rows(rows: DataFrame) -> DataFrame:
+    """One row per (instance, snapshot) with the identity columns (and ``sign`` when present)."""
+    extra = ["sign"] if "sign" in rows.columns else []
+    return rows.select(*INSTANCE_COLUMNS, *extra).dropDuplicates(
+        ["client_instance_id", "snapshot_id"])
+
+
+def value_counts(rows: DataFrame) -> DataFrame:
+    """n per (cluster, client type, key, value, config type, is_default)."""
+    return rows.groupBy(*VALUE_COUNT_KEYS).agg(_weighted_count(rows))
+
+
+def group_counts(rows: DataFrame) -> DataFrame:
+    """n members per (cluster, group.id, key, value), group identity keys left out."""
+    extra = ["sign"] if "sign" in rows.columns else []
+    groups = rows.where((F.col("key") == "group.id") & F.col("value").isNotNull()).select(
+        "client_instance_id", "snapshot_id", "cluster_id", F.col("value").alias("group_id"))
+    members = rows.select("client_instance_id", "snapshot_id", "cluster_id", "key", "value",
+                          *extra).join(groups, ["client_instance_id", "snapshot_id", "cluster_id"])
+    members = members.where(~F.col("key").isin(*GROUP_IDENTITY_KEYS))
+    return members.groupBy(*GROUP_COUNT_KEYS).agg(_weighted_count(members))
+
+
+def version_counts(rows: DataFrame) -> DataFrame:
+    """n instances per (cluster, client type, software name, software version)."""
+    inst = instance_rows(rows)
+    return inst.groupBy(*VERSION_COUNT_KEYS).agg(_weighted_count(inst))
+
+
+def client_id_counts(rows: DataFrame) -> DataFrame:
+    """n instances per (cluster, client_id, client type), empty and null client ids left out."""
+    inst = instance_rows(rows).where(F.col("client_id").isNotNull() & (F.col("client_id") != ""))
+    return inst.groupBy(*CLIENT_ID_COUNT_KEYS).agg(_weighted_count(inst))
+
+
+def merge_counts(counts: DataFrame, delta: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """Add a delta count table into a count table; combinations that reach 0 are dropped."""
+    both = counts.select(*keys, "n").unionByName(delta.select(*keys, "n"))
+    return both.groupBy(*keys).agg(F.sum("n").cast("long").alias("n")).where(F.col("n") != 0)
+
+
+def distributions_from_counts(values: DataFrame) -> DataFrame:
+    """distributions() computed from value_counts()."""
+    per_key = Window.partitionBy("cluster_id", "client_type", "key")
+    return (
+        values.groupBy("cluster_id", "client_type", "key", "value")
+        .agg(F.sum("n").cast("long").alias("instance_count"))
+        .withColumn("total_instances", F.sum("instance_count").over(per_key))
+        .withColumn("share", F.col("instance_count") / F.col("total_instances"))
+    )
+
+
+def default_share_from_counts(values: DataFrame) -> DataFrame:
+    """default_share() computed from value_counts()."""
+    return (
+        values.groupBy("cluster_id", "client_type", "key")
+        .agg(
+            F.sum("n").cast("long").alias("instances"),
+            F.sum(F.when(F.col("is_default"), F.col("n")).otherwise(0)).cast("long")
+            .alias("default_count"),
+        )
+        .withColumn("overridden_count", F.col("instances") - F.col("default_count"))
+        .withColumn("default_share", F.col("default_count") / F.col("instances"))
+    )
+
+
+def numeric_summary_from_counts(values: DataFrame) -> DataFrame:
+    """numeric_summary() from value_counts(): the same exact percentiles, weighted by n."""
+    numeric = values.where(F.col("type").isin(*NUMERIC_CONFIG_TYPES)).withColumn(
+        "number", F.expr("try_cast(value AS DOUBLE)")
+    )
+    return (
+        numeric.groupBy("cluster_id", "client_type", "key")
+        .agg(
+            F.min("type").alias("type"),
+            F.sum("n").cast("long").alias("instances"),
+            F.sum(F.when(F.col("number").isNull() & F.col("value").isNotNull(), F.col("n"))
+                  .otherwise(0)).cast("long").alias("unparsable"),
+            F.min("number").alias("min"),
+            # Spark's percentile with a frequency column: the same linear interpolation as over
+            # n repeated rows.
+            F.expr("percentile(number, array(0.5, 0.9), n)").alias("pct"),
+            F.max("number").alias("max"),
+        )
+        .select("cluster_id", "client_type", "key", "type", "instances", "unparsable", "min",
+                F.col("pct")[0].alias("p50"), F.col("pct")[1].alias("p90"), "max")
+    )
+
+
+def group_drift_from_counts(groups: DataFrame) -> DataFrame:
+    """group_drift() computed from group_counts()."""
+    return (
+        groups.groupBy("cluster_id", "group_id", "key")
+        .agg(
+            F.sum("n").cast("long").alias("members"),
+            F.count(F.lit(1)).alias("distinct_values"),
+            F.to_json(F.map_from_entries(F.array_sort(F.collect_list(
+                F.struct(F.coalesce(F.col("value"), F.lit("null")).alias("k"), F.col("n"))
+            )))).alias("value_counts_json"),
+        )
+        .where(F.col("distinct_values") > 1)
+    )
+
+
+def client_versions_from_counts(versions: DataFrame) -> DataFrame:
+    """client_versions() computed from version_counts()."""
+    return versions.select(*VERSION_COUNT_KEYS, F.col("n").alias("instances"))
+
+
+def superseding(new_heads: DataFrame, old_heads: DataFrame) -> DataFrame:
+    """Instances whose new (received_at, snapshot_id) is later than the state's, or not in it.
+
+    Both inputs: client_instance_id, received_at, snapshot_id (one row per instance). Output:
+    client_instance_id and ``updated`` (true when the instance had a snapshot in the state).
+    """
+    old = old_heads.select("client_instance_id", F.col("received_at").alias("old_at"),
+                           F.col("snapshot_id").alias("old_snapshot"))
+    later = (F.col("received_at") > F.col("old_at")) | (
+        (F.col("received_at") == F.col("old_at")) & (F.col("snapshot_id") > F.col("old_snapshot")))
+    return (
+        new_heads.join(old, "client_instance_id", "left")
+        .where(F.col("old_snapshot").isNull() | later)
+        .select("client_instance_id", F.col("old_snapshot").isNotNull().alias("updated"))
+    )
