@@ -26,7 +26,7 @@ import psutil
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from backend.collect.model import ClusterSnapshot
-from backend.collect.poller import DEFAULT_TOPIC_TABLES, poll_cluster, poll_fleet
+from backend.collect.poller import DEFAULT_TOPIC_TABLES, forget_topic_rows, poll_cluster, poll_fleet
 from backend.config import Fleet, parse_fleet
 from backend.kafka.admin import AdminClientCache
 from backend.lab.faults import BrokerFaults, write_control_file
@@ -202,10 +202,30 @@ def bench_lab_fleet(workdir: Path, clusters: int, topics: int, repeats: int, lat
                 "poller_cpu_s_per_cycle": round(own_cpu, 3),
                 "unchanged_topic_tables_not_decoded": DEFAULT_TOPIC_TABLES.reused - reused_before,
             })
+        # Every answer changed since the last poll (ISR churn everywhere): nothing is reused.
+        _set_latency(workdir / "lab-state", fleet, "0")
+
+        def cold(target: Fleet) -> None:
+            DEFAULT_TOPIC_TABLES.forget()
+            forget_topic_rows()
+            cycles.run(target)
+
+        cold_single = max(
+            _median_s(lambda config=config: cold(Fleet(settings=fleet.settings, clusters=[config])), repeats)[0]
+            for config in fleet.clusters
+        )
+        own_cpu_before = time.process_time()
+        cold_full, _ = _median_s(lambda: cold(fleet), repeats)
         return {
             "clusters": clusters,
             "topics_per_cluster": topics,
             "by_latency": results,
+            "every_answer_changed_0ms": {
+                "full_cycle_median_s": round(cold_full, 3),
+                "slowest_single_median_s": round(cold_single, 3),
+                "ratio_full_over_slowest_single": round(cold_full / cold_single, 2),
+                "poller_cpu_s_per_cycle": round((time.process_time() - own_cpu_before) / repeats, 3),
+            },
             "lab_process_rss_mb": round(lab_proc.memory_info().rss / 2**20, 1),
         }
     finally:

@@ -289,6 +289,12 @@ _ROWS: dict[str, tuple[TopicListing, dict[str, str | None], list[TopicSnapshot],
 _ROWS_LOCK = threading.Lock()
 
 
+def forget_topic_rows() -> None:
+    """Drop the reused topic rows of every cluster."""
+    with _ROWS_LOCK:
+        _ROWS.clear()
+
+
 def _cached_rows(name: str, listing: TopicListing, zk_ids: dict[str, str | None] | None) -> tuple[list[TopicSnapshot], frozenset[int]] | None:
     with _ROWS_LOCK:
         cached = _ROWS.get(name)

@@ -98,6 +98,11 @@ class TopicTables:
         self._lock = threading.Lock()
         self.reused = 0  # answers served from a memo (for tests and benchmarks)
 
+    def forget(self) -> None:
+        """Drop every memo (the next answers are decoded in full)."""
+        with self._lock:
+            self._memos.clear()
+
     def _memo(self, cluster_name: str) -> _ClusterMemo:
         with self._lock:
             return self._memos.setdefault(cluster_name, _ClusterMemo())
