@@ -1,9 +1,10 @@
 """Benchmark of the Spark pipeline on synthetic fleets, with DuckDB as the single-process peer.
 
 For each fleet size: write N client instances x ~40 keys as client_configs Parquet, run the full
-analysis, add 1 % new snapshots and run the incremental refresh, then compute the same
-distributions (latest snapshot per instance, share per cluster/type/key/value) with DuckDB over
-the same files and check both agree. Peak memory is the RSS of this process plus its children
+analysis, add 1 % new snapshots (half of them new instances, half new snapshots of existing
+instances) and run the incremental refresh, then compute the same distributions (latest snapshot
+per instance, share per cluster/type/key/value) with DuckDB over the same files and check both
+agree. Peak memory is the RSS of this process plus its children
 (the Spark JVM), sampled every 200 ms.
 
     .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import threading
 import time
@@ -137,8 +139,8 @@ def peak_memory() -> Iterator[Peak]:
         thread.join()
 
 
-def _chunk(start: int, count: int, rng: np.random.Generator, at: datetime) -> pa.Table:
-    """client_configs rows of instances [start, start + count)."""
+def _chunk(start: int, count: int, rng: np.random.Generator, at: datetime, epoch: int = 0) -> pa.Table:
+    """client_configs rows of instances [start, start + count); epoch > 0: a later snapshot."""
     cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema("client_configs")}
     cluster_idx = rng.integers(0, len(CLUSTERS), count)
     is_producer = rng.random(count) < 0.5
@@ -147,7 +149,7 @@ def _chunk(start: int, count: int, rng: np.random.Generator, at: datetime) -> pa
         keys = COMMON_KEYS + (PRODUCER_KEYS if is_producer[j] else CONSUMER_KEYS)
         cluster = cluster_idx[j]
         instance = str(uuid.UUID(int=n + 1))
-        snapshot = str(uuid.UUID(int=(1 << 100) + n + 1))
+        snapshot = str(uuid.UUID(int=(1 << 100) + (epoch << 64) + n + 1))
         client_id = f"app-{n % 5000}"
         cols["client_id"] += [client_id] * len(keys)
         for key, typ, domain in keys:
@@ -176,14 +178,18 @@ def _chunk(start: int, count: int, rng: np.random.Generator, at: datetime) -> pa
     return pa.table(cols, schema=arrow_schema("client_configs"))
 
 
-def write_fleet(lake: Path, start: int, count: int, at: datetime, chunk: int = 25_000) -> int:
-    """Write instances as client_configs files of `chunk` instances; returns the rows written."""
-    rng = np.random.default_rng(start)
+def write_fleet(lake: Path, start: int, count: int, at: datetime, chunk: int = 25_000,
+                epoch: int = 0) -> int:
+    """Write instances as client_configs files of `chunk` instances; returns the rows written.
+
+    ``epoch`` > 0 writes new snapshots (other values, maybe another cluster) of those instances.
+    """
+    rng = np.random.default_rng(start + 7919 * epoch)
     rows = 0
     day = lake / "client_configs" / f"date={at.date().isoformat()}"
     day.mkdir(parents=True, exist_ok=True)
     for first in range(start, start + count, chunk):
-        table = _chunk(first, min(chunk, start + count - first), rng, at)
+        table = _chunk(first, min(chunk, start + count - first), rng, at, epoch)
         pq.write_table(table, day / f"bench-{first:09d}-{uuid.uuid4().hex[:6]}.parquet",
                        compression="zstd")
         rows += table.num_rows
@@ -232,8 +238,10 @@ def bench_size(n: int, master: str | None, workdir: Path) -> dict[str, Any]:
     lake = workdir / f"lake-{n}"
     gen_s, rows, _ = _timed(lambda: write_fleet(lake, 0, n, T0))
     full_s, full, full_rss = _timed(lambda: run_analysis(str(lake), master=master))
-    new = max(1, n // 100)
-    write_fleet(lake, n, new, T0 + timedelta(hours=1))
+    added, updated = max(1, n // 200), n // 200  # +1 %: half new instances, half new snapshots
+    write_fleet(lake, n, added, T0 + timedelta(hours=1))
+    if updated:
+        write_fleet(lake, 0, updated, T0 + timedelta(hours=1), epoch=1)
     inc_s, inc, inc_rss = _timed(lambda: run_analysis(str(lake), master=master))
     spark_dist = read_table(str(lake), "results/distributions")
     duck_s, duck_rows, duck_sum = duckdb_distributions(lake)
@@ -245,12 +253,25 @@ def bench_size(n: int, master: str | None, workdir: Path) -> dict[str, Any]:
         "spark_full_s": round(full_s, 1),
         "spark_full_rows_read": full.records_read,
         "spark_incremental_s": round(inc_s, 1),
-        "incremental_new_instances": new,
+        "incremental_written_new_instances": added,
+        "incremental_written_updated_instances": updated,
         "incremental_rows_read": inc.records_read,
         "incremental_files_processed": inc.files_processed,
+        "incremental_full_fallback": inc.full_reason,
+        # what the refresh touched (from AnalysisSummary): only the changed instances
+        "incremental_instances_new": inc.instances_new,
+        "incremental_instances_updated": inc.instances_updated,
+        "incremental_instances_evaluated": inc.instances_evaluated,
+        "incremental_delta_rows": inc.delta_rows,
+        "incremental_state_rows_scanned": inc.state_rows_scanned,
+        "incremental_state_rows_matched": inc.state_rows_matched,
+        "incremental_state_rows_written": inc.state_rows_written,
+        "incremental_state_rows_rewritten": inc.state_rows_rewritten,
+        "instances_after_refresh": inc.instances,
         "incremental_over_full": round(inc_s / full_s, 3),
         "duckdb_distributions_s": round(duck_s, 1),
         "spark_full_over_duckdb": round(full_s / duck_s, 1),
+        "spark_incremental_over_duckdb": round(inc_s / duck_s, 2),
         "distributions_agree": (duck_rows, duck_sum) == (spark_dist.num_rows, spark_sum),
         "distribution_rows": spark_dist.num_rows,
         "alerts": inc.alerts_by_severity,
@@ -266,11 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", default=None, help="where lakes go (default: a temp dir)")
     parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("--driver-memory", default=None,
+                        help="heap of the local Spark JVM, e.g. 4g (default: Spark's 1g)")
     args = parser.parse_args(argv)
+    if args.driver_memory:  # must be set before the JVM starts (the first run_analysis)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {args.driver_memory} pyspark-shell"
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-", dir=args.workdir) as tmp:
         results = [bench_size(n, args.master, Path(tmp)) for n in sizes]
-    report = {"benchmark": "pipeline", "master": args.master, "cpu_count": psutil.cpu_count(),
+    report = {"benchmark": "pipeline", "master": args.master, "driver_memory": args.driver_memory or "1g",
+              "cpu_count": psutil.cpu_count(),
               "load_avg": [round(x, 1) for x in psutil.getloadavg()], "results": results}
     text = json.dumps(report, indent=2)
     print(text)
