@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -225,6 +226,16 @@ def duckdb_distributions(lake: Path) -> tuple[float, int, int]:
     return elapsed, result.num_rows, int(pc.sum(result["instance_count"]).as_py())
 
 
+def _log(stage: str) -> Callable[[str], None]:
+    """Progress of one run_analysis on stderr, with seconds since it started."""
+    started = time.perf_counter()
+
+    def say(msg: str) -> None:
+        print(f"[{stage} {time.perf_counter() - started:7.1f} s] {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any, int]:
     with peak_memory() as peak:
         started = time.perf_counter()
@@ -237,12 +248,14 @@ def bench_size(n: int, master: str | None, workdir: Path) -> dict[str, Any]:
     """All measurements for a fleet of n instances."""
     lake = workdir / f"lake-{n}"
     gen_s, rows, _ = _timed(lambda: write_fleet(lake, 0, n, T0))
-    full_s, full, full_rss = _timed(lambda: run_analysis(str(lake), master=master))
+    full_s, full, full_rss = _timed(lambda: run_analysis(str(lake), master=master,
+                                                         progress=_log(f"{n} full")))
     added, updated = max(1, n // 200), n // 200  # +1 %: half new instances, half new snapshots
     write_fleet(lake, n, added, T0 + timedelta(hours=1))
     if updated:
         write_fleet(lake, 0, updated, T0 + timedelta(hours=1), epoch=1)
-    inc_s, inc, inc_rss = _timed(lambda: run_analysis(str(lake), master=master))
+    inc_s, inc, inc_rss = _timed(lambda: run_analysis(str(lake), master=master,
+                                                      progress=_log(f"{n} refresh")))
     spark_dist = read_table(str(lake), "results/distributions")
     duck_s, duck_rows, duck_sum = duckdb_distributions(lake)
     spark_sum = int(pc.sum(spark_dist["instance_count"]).as_py())

@@ -42,10 +42,16 @@ def run_analyze_command(args: argparse.Namespace) -> int:
                            progress=lambda msg: print(f"  .. {msg}", flush=True))
     alerts = ", ".join(f"{sev}: {summary.alerts_by_severity.get(sev, 0)}"
                        for sev in ("critical", "warning", "info"))
-    print(f"analyze {lake} ({'full' if summary.full else 'incremental'})")
+    mode = f"full: {summary.full_reason}" if summary.full else "incremental"
+    print(f"analyze {lake} ({mode})")
     print(f"  files processed:     {summary.files_processed}")
     print(f"  records read:        {summary.records_read} rows, {summary.snapshots_read} snapshots")
     print(f"  client instances:    {summary.instances}")
+    if not summary.full and not summary.skipped:
+        print(f"  changed instances:   {summary.instances_changed} ({summary.instances_new} new, "
+              f"{summary.instances_updated} updated), {summary.delta_rows} delta rows")
+        print(f"  state rows:          {summary.state_rows_written} appended, "
+              f"{summary.state_rows_rewritten} rewritten" + (" (compacted)" if summary.compacted else ""))
     print(f"  quarantined (total): {summary.quarantined}")
     print(f"  sensitive dropped:   {summary.sensitive_dropped}")
     print(f"  untyped records:     {summary.untyped}")

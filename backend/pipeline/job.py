@@ -345,11 +345,11 @@ def run_analysis(
     cached: list[DataFrame] = [new_rows]
     if reason:
         new_state, configs, prior_alerts = _full_state(spark, paths, new_rows, window_days, tag,
-                                                       generation, summary, cached)
+                                                       generation, summary, cached, say)
     else:
         assert state is not None
         new_state, configs, prior_alerts = _refresh_state(spark, paths, new_rows, state, tag,
-                                                          summary, cached)
+                                                          summary, cached, say)
     say(f"{summary.instances_evaluated} instances evaluated, {summary.delta_rows} delta rows")
 
     agg = {name: _read_agg(spark, paths, new_state.agg, name) for name in (*COUNT_TABLES, TOO_OLD)}
@@ -401,6 +401,7 @@ def run_analysis(
 def _full_state(
     spark: SparkSession, paths: _Lake, rows: DataFrame, window_days: float | None, tag: str,
     generation: int, summary: AnalysisSummary, cached: list[DataFrame],
+    say: Callable[[str], None],
 ) -> tuple[_State, DataFrame, DataFrame | None]:
     """Rebuild the latest-rows base and every count table from all rows."""
     schema = spark_schema("client_configs")
@@ -408,6 +409,7 @@ def _full_state(
     paths.replace_dir(T.latest_snapshots(rows).select(*schema.fieldNames()), STATE_DIR, LATEST, base)
     latest = _read_latest(spark, paths, [base])
     base_rows = latest.count()
+    say(f"wrote the latest state: {base_rows} rows")
     if window_days is not None:
         latest = T.latest_snapshots(latest, since=datetime.now(UTC) - timedelta(days=window_days))
     latest = latest.cache()
@@ -416,6 +418,7 @@ def _full_state(
     tables = {name: fn(latest) for name, (fn, _keys) in COUNT_TABLES.items()}
     tables[TOO_OLD] = rules_mod.too_old_clients(configs)
     _write_agg(paths, tables, tag)
+    say("wrote the count tables")
     summary.instances_evaluated = configs.count()
     summary.state_rows_written = base_rows
     return _State(generation, base, base_rows, [], 0, tag, window_days), configs, None
@@ -423,7 +426,7 @@ def _full_state(
 
 def _refresh_state(
     spark: SparkSession, paths: _Lake, new_rows: DataFrame, state: _State, tag: str,
-    summary: AnalysisSummary, cached: list[DataFrame],
+    summary: AnalysisSummary, cached: list[DataFrame], say: Callable[[str], None],
 ) -> tuple[_State, DataFrame, DataFrame | None]:
     """Fold only the instances whose latest snapshot changed into the state and count tables."""
     schema = spark_schema("client_configs")
@@ -432,10 +435,12 @@ def _refresh_state(
     heads = new_latest.select(*ids, "received_at", "snapshot_id").dropDuplicates(ids)
     # The current rows of just these instances: a filtered scan of base + segments, no shuffle
     # of the state.
-    state_dirs = [state.base, *state.segments]
-    summary.state_rows_scanned = state.base_rows + state.segment_rows
-    old_rows = _read_latest(spark, paths, state_dirs).join(
-        F.broadcast(heads.select(*ids)), "client_instance_id", "left_semi")
+    if summary.records_read:
+        summary.state_rows_scanned = state.base_rows + state.segment_rows
+        old_rows = _read_latest(spark, paths, [state.base, *state.segments]).join(
+            F.broadcast(heads.select(*ids)), "client_instance_id", "left_semi")
+    else:  # no new rows (only the broker versions changed): nothing to look up
+        old_rows = spark.createDataFrame([], schema)
     old_latest = T.latest_snapshots(old_rows).cache()
     old_heads = old_latest.select(*ids, "received_at", "snapshot_id").dropDuplicates(ids)
     changed = T.superseding(heads, old_heads).cache()
@@ -453,6 +458,8 @@ def _refresh_state(
     summary.instances_new, summary.instances_updated = by_kind.get(False, 0), by_kind.get(True, 0)
     summary.instances_changed = summary.instances_new + summary.instances_updated
     summary.state_rows_matched = old_latest.count()
+    say(f"{summary.instances_changed} changed instances; {summary.state_rows_matched} current rows of "
+        f"the instances with new snapshots found in {summary.state_rows_scanned} state rows")
     summary.delta_rows = delta.count()
     summary.instances_evaluated = configs.count()
 
@@ -475,6 +482,7 @@ def _refresh_state(
             changed_ids, "client_instance_id", "left_anti").unionByName(
             rules_mod.too_old_clients(configs))
         _write_agg(paths, tables, tag)
+        say(f"appended {summary.state_rows_written} rows; merged the count tables")
         agg = tag
         prior_alerts = prior_alerts.join(changed_ids, "client_instance_id", "left_anti")
 
@@ -485,6 +493,7 @@ def _refresh_state(
                           .select(*schema.fieldNames()), STATE_DIR, LATEST, base)
         base_rows = _read_latest(spark, paths, [base]).count()
         summary.state_rows_rewritten, summary.compacted = base_rows, True
+        say(f"compacted the latest state: {base_rows} rows rewritten")
         segments, segment_rows = [], 0
     new_state = _State(state.generation + 1, base, base_rows, segments, segment_rows, agg, None)
     return new_state, configs, prior_alerts

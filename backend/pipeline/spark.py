@@ -39,6 +39,13 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline") -
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.parquet.compression.codec", "zstd")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        # The UI is off, but Spark still keeps every query's plan text and metrics for it: keep
+        # few, and cap the text, so a long-lived session (tests, repeated runs) does not fill the
+        # heap with the plans of earlier runs.
+        .config("spark.sql.ui.retainedExecutions", "50")
+        .config("spark.ui.retainedJobs", "100")
+        .config("spark.ui.retainedStages", "100")
+        .config("spark.sql.maxPlanStringLength", "200000")
     )
     if resolved is not None:
         builder = builder.master(resolved)

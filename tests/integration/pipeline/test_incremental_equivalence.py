@@ -225,6 +225,7 @@ def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypa
     s3 = run_analysis(str(lake))
     assert not s3.skipped and s3.files_processed == 0
     assert_only(s3, new=0, updated=0, delta_rows=0, written=0)
+    assert s3.state_rows_scanned == 0 and s3.state_rows_matched == 0
     tables = assert_equals_full(spark, lake, scratch)
     assert rule_hits(tables, "CC018") == {instance_id("legacy-rd")}
 
