@@ -191,17 +191,7 @@ def group_drift(latest: DataFrame) -> DataFrame:
         ~F.col("key").isin(*GROUP_IDENTITY_KEYS))
     counts = members.groupBy("cluster_id", "group_id", "key", "value").agg(
         F.count(F.lit(1)).alias("n"))
-    return (
-        counts.groupBy("cluster_id", "group_id", "key")
-        .agg(
-            F.sum("n").cast("long").alias("members"),
-            F.count(F.lit(1)).alias("distinct_values"),
-            F.to_json(F.map_from_entries(F.array_sort(F.collect_list(
-                F.struct(F.coalesce(F.col("value"), F.lit("null")).alias("k"), F.col("n"))
-            )))).alias("value_counts_json"),
-        )
-        .where(F.col("distinct_values") > 1)
-    )
+    return group_drift_from_counts(counts)
 
 
 def client_versions(latest: DataFrame) -> DataFrame:
