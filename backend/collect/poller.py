@@ -246,7 +246,9 @@ def _assemble(
 ) -> ClusterSnapshot:
     brokers = [_broker(node, description.controller_id, probes.get(node.broker_id)) for node in description.brokers]
     live = {node.broker_id for node in description.brokers}
-    referenced = set(_replica_ids(cluster.name, listing))
+    zk_ids = zk_view.topic_ids if zk_view is not None else {}
+    topics, replica_ids = _topic_rows(cluster.name, listing, zk_ids)
+    referenced = set(replica_ids)
     known: dict[int, tuple[str | None, int | None]] = {}
     if previous is not None:
         known.update({b.broker_id: (b.host, b.port) for b in previous.brokers})
@@ -267,8 +269,6 @@ def _assemble(
                 error=f"{MISSING_BROKER_ERROR} (not in DescribeCluster)",
             )
         )
-    zk_ids = zk_view.topic_ids if zk_view is not None else {}
-    topics = _topic_rows(cluster.name, listing, zk_ids)
     return _row(
         cluster,
         polled_at,
@@ -295,26 +295,14 @@ def forget_topic_rows() -> None:
         _ROWS.clear()
 
 
-def _cached_rows(name: str, listing: TopicListing, zk_ids: dict[str, str | None] | None) -> tuple[list[TopicSnapshot], frozenset[int]] | None:
+def _topic_rows(
+    name: str, listing: TopicListing, zk_ids: dict[str, str | None]
+) -> tuple[list[TopicSnapshot], frozenset[int]]:
+    """TopicSnapshot rows sorted by name (read-only once built) and every broker id holding a replica."""
     with _ROWS_LOCK:
         cached = _ROWS.get(name)
-    if cached is not None and cached[0] is listing and (zk_ids is None or cached[1] == zk_ids):
+    if cached is not None and cached[0] is listing and cached[1] == zk_ids:
         return cached[2], cached[3]
-    return None
-
-
-def _replica_ids(name: str, listing: TopicListing) -> frozenset[int]:
-    cached = _cached_rows(name, listing, None)
-    if cached is not None:
-        return cached[1]
-    return frozenset().union(*(t.replica_broker_ids for t in listing.topics))
-
-
-def _topic_rows(name: str, listing: TopicListing, zk_ids: dict[str, str | None]) -> list[TopicSnapshot]:
-    """TopicSnapshot rows, sorted by name (treated as read-only once built)."""
-    cached = _cached_rows(name, listing, zk_ids)
-    if cached is not None:
-        return cached[0]
     rows = [
         TopicSnapshot(
             topic=t.topic,
@@ -331,7 +319,7 @@ def _topic_rows(name: str, listing: TopicListing, zk_ids: dict[str, str | None])
     replicas = frozenset().union(*(t.replica_broker_ids for t in listing.topics))
     with _ROWS_LOCK:
         _ROWS[name] = (listing, dict(zk_ids), rows, replicas)
-    return rows
+    return rows, replicas
 
 
 def _broker(node: NodeInfo, controller_id: int | None, probe: ProbeOutcome | None) -> BrokerSnapshot:

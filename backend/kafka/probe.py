@@ -11,7 +11,6 @@ import hashlib
 import os
 import socket
 import ssl
-import struct
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -129,9 +128,6 @@ class ProbeResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
-_CORRELATION = struct.Struct(">i")
-
-
 @dataclass
 class ResponseMemo:
     """The last decoded answer to one request; an answer with identical bytes is not decoded again.
@@ -144,7 +140,6 @@ class ResponseMemo:
     version: int = -1
     digest: bytes = b""
     body: dict[str, Any] = field(default_factory=dict)
-    hits: int = 0
 
     def matches(self, api_key: int, version: int, digest: bytes) -> bool:
         """True when this memo holds the answer for exactly these bytes."""
@@ -189,10 +184,9 @@ class _Connection:
         self.sock.sendall(frame)
         payload = P.read_frame(self.sock, self.max_response_bytes, self.deadline)
         if memo is not None:
-            correlation_id = _CORRELATION.unpack_from(payload)[0]
+            correlation_id = P.CORRELATION_ID.unpack_from(payload)[0]
             digest = hashlib.blake2b(payload[4:], digest_size=16).digest()
             if correlation_id == self.correlation_id and memo.matches(api_key, version, digest):
-                memo.hits += 1
                 return memo.body
         correlation_id, decoded = P.decode_response(api_key, version, payload)
         if memo is not None and correlation_id == self.correlation_id:

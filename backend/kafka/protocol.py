@@ -448,7 +448,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
 _FRAME_LENGTH = struct.Struct(">i")
 
 
-_CORRELATION = struct.Struct(">i")
+CORRELATION_ID = struct.Struct(">i")  # a response frame starts with it
 
 
 def _frame(payload: bytes, max_bytes: int | None = None) -> bytes:
@@ -521,7 +521,7 @@ def encode_response_body(api_key: int, api_version: int, body: dict[str, Any]) -
 
 def response_frame(api_key: int, api_version: int, correlation_id: int, encoded_body: bytes) -> bytes:
     """A full response frame around an already encoded body."""
-    header = _CORRELATION.pack(correlation_id)
+    header = CORRELATION_ID.pack(correlation_id)
     if response_header_version(api_key, api_version) >= 1:
         header += b"\x00"  # empty tagged fields
     return _frame(header + encoded_body)
