@@ -11,7 +11,7 @@ from typing import Any
 from backend.config import ClusterConfig
 from backend.kafka import probe as probe_module
 from backend.kafka import protocol as P
-from backend.kafka.admin import MetadataView, NodeInfo, TopicInfo, TopicListing, normalize_topic_id
+from backend.kafka.admin import MetadataView, NodeInfo, TopicInfo, TopicListing, topic_info
 
 
 class TopicFetchError(Exception):
@@ -63,29 +63,13 @@ def listing_from_metadata(body: dict[str, Any]) -> TopicListing:
         if error and not topic.get("partitions"):
             failed[name] = f"Metadata error {P.error_name(error)}"
             continue
-        replicas_max = under = offline = 0
-        replica_ids: set[int] = set()
-        partitions = topic.get("partitions") or []
-        for partition in partitions:
-            replicas = partition.get("replica_nodes") or []
-            replica_ids.update(replicas)
-            replicas_max = max(replicas_max, len(replicas))
-            if partition.get("leader_id", -1) < 0:
-                offline += 1
-            if len(partition.get("isr_nodes") or []) < len(replicas):
-                under += 1
-        topics.append(
-            TopicInfo(
-                topic=name,
-                topic_id=normalize_topic_id(topic.get("topic_id")),
-                internal=bool(topic.get("is_internal")),
-                partitions=len(partitions),
-                replication_factor=replicas_max,
-                under_replicated=under,
-                offline_partitions=offline,
-                replica_broker_ids=replica_ids,
-            )
-        )
+        topics.append(topic_info(
+            name, topic.get("topic_id"), bool(topic.get("is_internal")),
+            (
+                (p.get("leader_id", -1), p.get("replica_nodes") or [], len(p.get("isr_nodes") or []))
+                for p in topic.get("partitions") or []
+            ),
+        ))
     return TopicListing(topics=topics, failed=failed)
 
 

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,29 +252,40 @@ class ClusterAdmin:
         return AdminCallError("; ".join(parts), kind="auth" if auth else "error")
 
 
-def _topic_info(description: Any) -> TopicInfo:
-    partitions = description.partitions or []
-    replicas_max = 0
-    under = offline = 0
+def topic_info(name: str, topic_id: Any, internal: bool,
+               partitions: Iterable[tuple[int, Sequence[int], int]]) -> TopicInfo:
+    """A TopicInfo from each partition's (leader id, replica ids, ISR size); a leader below 0 is offline."""
+    replicas_max = under = offline = count = 0
     replica_ids: set[int] = set()
-    for partition in partitions:
-        replicas = [node.id for node in partition.replicas or []]
-        isr = partition.isr or []
+    for leader, replicas, isr_size in partitions:
+        count += 1
         replica_ids.update(replicas)
         replicas_max = max(replicas_max, len(replicas))
-        if partition.leader is None or partition.leader.id < 0:
+        if leader < 0:
             offline += 1
-        if len(isr) < len(replicas):
+        if isr_size < len(replicas):
             under += 1
     return TopicInfo(
-        topic=description.name,
-        topic_id=normalize_topic_id(description.topic_id),
-        internal=bool(description.is_internal),
-        partitions=len(partitions),
+        topic=name,
+        topic_id=normalize_topic_id(topic_id),
+        internal=bool(internal),
+        partitions=count,
         replication_factor=replicas_max,
         under_replicated=under,
         offline_partitions=offline,
         replica_broker_ids=replica_ids,
+    )
+
+
+def _topic_info(description: Any) -> TopicInfo:
+    return topic_info(
+        description.name,
+        description.topic_id,
+        description.is_internal,
+        (
+            (-1 if p.leader is None else p.leader.id, [node.id for node in p.replicas or []], len(p.isr or []))
+            for p in description.partitions or []
+        ),
     )
 
 
