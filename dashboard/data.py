@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from backend.export import config_views, fleet_views, frames
+from backend.views import config_views, fleet_views, frames
 
 SNAPSHOT_TTL_S = 15
 RESULTS_TTL_S = 60

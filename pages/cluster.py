@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from backend.export import fleet_views
+from backend.views import fleet_views
 from dashboard import components, data
 
 PAGE_SIZES = (50, 100, 500)

@@ -9,7 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.export import config_views, fleet_views, report
+from backend.export import report
+from backend.views import config_views, fleet_views
 from dashboard import charts, components, data
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.export import config_views, fleet_views
+from backend.views import config_views, fleet_views
 from dashboard import charts, components, data
 
 TILE_REFRESH_S = 15

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from backend.export import frames
+from backend.views import frames
 from backend.export.report import ReportError, build_drift_report
 
 REPORTS = ("drift",)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from backend.export.config_views import drift_matrix
+from backend.views.config_views import drift_matrix
 
 
 def test_no_drift_rows_give_an_empty_string_index() -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from backend.export.fleet_views import fleet_table
+from backend.views.fleet_views import fleet_table
 
 
 def test_down_cluster_row_next_to_an_ok_one() -> None:

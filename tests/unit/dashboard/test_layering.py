@@ -1,7 +1,8 @@
-"""backend/ never imports Streamlit, and the dashboard never pulls in Spark or Kafka clients."""
+"""backend/ never imports Streamlit or the dashboard, and the dashboard never pulls in Spark or Kafka clients."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,30 @@ def _modules_after(imports: str) -> set[str]:
     return {line.split(".")[0] for line in done.stdout.splitlines()}
 
 
-def test_backend_export_and_jobs_do_not_import_streamlit() -> None:
-    loaded = _modules_after("import backend.export.cli, backend.export.report, backend.export.images, backend.jobs")
+def _imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_no_module_under_backend_imports_dashboard_or_streamlit() -> None:
+    offenders = {str(path.relative_to(ROOT)): sorted(_imported_roots(path) & {"dashboard", "streamlit", "pages"})
+                 for path in sorted((ROOT / "backend").rglob("*.py"))}
+    offenders = {name: found for name, found in offenders.items() if found}
+    assert len(list((ROOT / "backend").rglob("*.py"))) > 50
+    assert offenders == {}
+
+
+def test_backend_export_views_and_jobs_do_not_import_streamlit() -> None:
+    loaded = _modules_after("import backend.export.cli, backend.export.report, backend.export.images, backend.jobs, "
+                            "backend.views.fleet_views, backend.views.config_views, backend.views.charts")
     assert "backend" in loaded
-    assert "streamlit" not in loaded
+    assert not loaded & {"streamlit", "dashboard"}
 
 
 def test_dashboard_modules_do_not_import_spark_or_kafka_clients() -> None:

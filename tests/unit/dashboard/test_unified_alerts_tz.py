@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from backend.export.config_views import unified_alerts
+from backend.views.config_views import unified_alerts
 
 
 def test_aware_and_naive_times_merge_newest_first() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from backend.export.fleet_views import software_label, summarize_versions
+from backend.views.fleet_views import software_label, summarize_versions
 
 
 def _broker(name: str | None, version: str | None, provenance: str, low: str | None = None, high: str | None = None) -> dict:

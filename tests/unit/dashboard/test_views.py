@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from backend.export import config_views, fleet_views, frames
+from backend.views import config_views, fleet_views, frames
 from dashboard import charts
 
 
@@ -115,16 +115,19 @@ def test_sensitive_keys_are_dropped_and_redacted() -> None:
 
 
 def test_charts_use_the_registered_fleetview_template() -> None:
+    default_before = pio.templates.default
     charts.register_template()
-    assert pio.templates.default == "fleetview"
+    assert "fleetview" in pio.templates
     frame = pd.DataFrame({"cluster": ["a", "a", "b"], "key": "acks", "value": ["all", "1", "all"],
                           "instance_count": [3, 1, 2]})
     fig = charts.categorical_distribution(frame, key="acks")
     shares = {(t.name, x): y for t in fig.data for x, y in zip(t.x, t.y, strict=True)}
     assert shares[("all", "a")] == pytest.approx(0.75) and shares[("all", "b")] == pytest.approx(1.0)
     assert fig.layout.barmode == "stack"
+    assert fig.layout.template.layout.font.family.startswith("Inter")
     empty = charts.drift_heatmap(pd.DataFrame())
     assert "no drift results" in empty.layout.annotations[0].text
+    assert pio.templates.default == default_before, "a chart factory changed Plotly's global default template"
 
 
 def test_current_alerts_keep_only_the_latest_poll_of_fleet_alerts() -> None:

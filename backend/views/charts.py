@@ -1,0 +1,155 @@
+"""Plotly figure factories: a tidy DataFrame in, a go.Figure out (no Streamlit here)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+TEMPLATE = "fleetview"
+SEVERITY_COLORS = {"critical": "#c62828", "warning": "#ef8f00", "info": "#1e88e5"}
+_PALETTE = ["#1e88e5", "#43a047", "#ef8f00", "#8e24aa", "#00897b", "#c62828", "#6d4c41", "#546e7a"]
+
+
+__all__ = [
+    "SEVERITY_COLORS", "TEMPLATE", "alerts_over_time_chart", "categorical_distribution", "client_versions_chart",
+    "default_share_chart", "drift_heatmap", "numeric_distribution", "register_template", "upgrade_timeline_chart",
+    "version_matrix_chart",
+]
+
+
+def register_template() -> None:
+    """Register the one 'fleetview' template; figures name it, so Plotly's global default stays untouched."""
+    if TEMPLATE not in pio.templates:
+        base = go.layout.Template(pio.templates["plotly_white"])
+        base.layout.colorway = _PALETTE
+        base.layout.font = {"family": "Inter, Helvetica, Arial, sans-serif", "size": 13}
+        base.layout.margin = {"l": 60, "r": 20, "t": 50, "b": 50}
+        base.layout.title = {"x": 0.0, "xanchor": "left"}
+        pio.templates[TEMPLATE] = base
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, template=TEMPLATE, xaxis_visible=False, yaxis_visible=False,
+                      annotations=[{"text": message, "showarrow": False, "x": 0.5, "y": 0.5,
+                                    "xref": "paper", "yref": "paper"}])
+    return fig
+
+
+def version_matrix_chart(df: pd.DataFrame, *, title: str = "Broker versions by cluster") -> go.Figure:
+    """Heatmap of clusters × software versions, cell = brokers."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no broker snapshots")
+    grid = df.pivot_table(index="cluster", columns="version", values="brokers", aggfunc="sum", fill_value=0)
+    fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=list(grid.columns), y=list(grid.index),
+                               text=grid.to_numpy(), texttemplate="%{text}", colorscale="Blues",
+                               hovertemplate="%{y}<br>%{x}: %{z} broker(s)<extra></extra>"))
+    fig.update_layout(title=title, template=TEMPLATE, height=max(260, 40 * len(grid) + 140))
+    return fig
+
+
+def upgrade_timeline_chart(df: pd.DataFrame, *, title: str = "Upgrade timeline") -> go.Figure:
+    """Scatter of broker version changes over time, one row per cluster."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no version changes in the snapshot history")
+    fig = go.Figure(go.Scatter(
+        x=df["changed_at"], y=df["cluster"], mode="markers", marker={"size": 12},
+        text=[f"broker {b}: {f} → {t}" for b, f, t in zip(df["broker_id"], df["from_version"],
+                                                             df["to_version"], strict=True)],
+        hovertemplate="%{x}<br>%{y}<br>%{text}<extra></extra>"))
+    fig.update_layout(title=title, template=TEMPLATE, xaxis_title="time", yaxis_title="cluster")
+    return fig
+
+
+def drift_heatmap(df: pd.DataFrame, *, title: str = "Config drift (TVD) by key and cluster pair") -> go.Figure:
+    """Heatmap of keys (rows, most drifting first) × cluster pairs, cell = total variation distance."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no drift results for these clusters")
+    fig = go.Figure(go.Heatmap(z=df.to_numpy(), x=list(df.columns), y=list(df.index), zmin=0, zmax=1,
+                               colorscale="OrRd", colorbar={"title": "TVD"},
+                               text=df.round(2).to_numpy(), texttemplate="%{text}",
+                               hovertemplate="%{y}<br>%{x}<br>TVD %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title, template=TEMPLATE, height=max(300, 28 * len(df) + 160))
+    return fig
+
+
+def categorical_distribution(df: pd.DataFrame, *, key: str, title: str | None = None) -> go.Figure:
+    """Stacked 100% bars: share of client instances per value of one key, one bar per cluster."""
+    register_template()
+    title = title or f"{key}: value share per cluster"
+    frame = df[df["key"] == key]
+    if frame.empty:
+        return _empty(title, f"no distribution for {key}")
+    grouped = frame.groupby(["cluster", "value"], dropna=False)["instance_count"].sum().reset_index()
+    totals = grouped.groupby("cluster")["instance_count"].transform("sum")
+    grouped["share"] = grouped["instance_count"] / totals
+    fig = go.Figure()
+    for value, part in grouped.groupby(grouped["value"].fillna("(null)"), sort=True):
+        fig.add_bar(x=part["cluster"], y=part["share"], name=str(value), customdata=part["instance_count"],
+                    hovertemplate="%{x}<br>" + str(value) + ": %{y:.1%} (%{customdata} instances)<extra></extra>")
+    fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_tickformat=".0%",
+                      yaxis_range=[0, 1], legend_title="value")
+    return fig
+
+
+def numeric_distribution(df: pd.DataFrame, *, key: str, title: str | None = None) -> go.Figure:
+    """Box per cluster from the numeric summary (min, median, p90, max) of one key."""
+    register_template()
+    title = title or f"{key}: distribution per cluster"
+    frame = df[df["key"] == key]
+    if frame.empty:
+        return _empty(title, f"no numeric summary for {key}")
+    fig = go.Figure()
+    for _, row in frame.iterrows():
+        label = row["cluster"] + (f" ({row['client_type']})" if row.get("client_type") else "")
+        fig.add_trace(go.Box(name=label, lowerfence=[row["min"]], q1=[row["min"]], median=[row["p50"]],
+                             q3=[row["p90"]], upperfence=[row["max"]], boxpoints=False))
+    fig.update_layout(title=title, template=TEMPLATE, showlegend=False,
+                      yaxis_title=f"{key} (box: min–p90, whiskers to max)")
+    return fig
+
+
+def default_share_chart(df: pd.DataFrame, *, title: str = "Default vs overridden") -> go.Figure:
+    """Horizontal stacked bars of default vs overridden share per cluster and key."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no default-share results")
+    label = df["cluster"] + " · " + df["key"]
+    fig = go.Figure([
+        go.Bar(y=label, x=df["default_share"], name="default", orientation="h"),
+        go.Bar(y=label, x=1 - df["default_share"], name="overridden", orientation="h"),
+    ])
+    fig.update_layout(title=title, template=TEMPLATE, barmode="stack", xaxis_tickformat=".0%",
+                      height=max(280, 24 * len(df) + 140))
+    return fig
+
+
+def client_versions_chart(df: pd.DataFrame, *, title: str = "Client software per cluster") -> go.Figure:
+    """Stacked bars of client instances per software name and version, one bar per cluster."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no client software results")
+    frame = df.assign(software=df["client_software_name"].fillna("unknown") + " "
+                      + df["client_software_version"].fillna("?"))
+    grouped = frame.groupby(["cluster", "software"])["instances"].sum().reset_index()
+    fig = go.Figure([go.Bar(x=part["cluster"], y=part["instances"], name=sw)
+                     for sw, part in grouped.groupby("software")])
+    fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_title="client instances")
+    return fig
+
+
+def alerts_over_time_chart(df: pd.DataFrame, *, title: str = "Alerts over time") -> go.Figure:
+    """Stacked bars of alerts per time bucket, coloured by severity."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no alerts")
+    fig = go.Figure([go.Bar(x=part["bucket"], y=part["alerts"], name=sev,
+                            marker_color=SEVERITY_COLORS.get(sev))
+                     for sev, part in df.groupby("severity")])
+    fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_title="alerts")
+    return fig
