@@ -13,7 +13,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from backend import jobs  # noqa: E402 - needs the sys.path bootstrap above
-from backend.export import fleet_views  # noqa: E402
+from backend.views import fleet_views  # noqa: E402
 from dashboard import charts, components, data  # noqa: E402
 
 PAGES = (

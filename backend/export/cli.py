@@ -8,8 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from backend.views import frames
 from backend.export.report import ReportError, build_drift_report
+from backend.views import frames
 
 REPORTS = ("drift",)
 

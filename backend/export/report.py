@@ -10,8 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from backend.views import config_views, fleet_views, frames
-from backend.views import charts
+from backend.views import charts, config_views, fleet_views, frames
 
 DEFAULT_TOP_KEYS = 10
 _CSS = """

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,14 +14,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
+from backend.store.atomic import remove_stale_temps, write_parquet_atomic
+from backend.store.location import LakeLocation, LakeLocationError, parse_lake
 from backend.store.schemas import SCHEMA_VERSION, TABLES, schema_for
 
 _POLL_ID_RE = re.compile(r"^[0-9]{8}T[0-9]{12}Z-[0-9a-f]{6,32}$")
 _DAY_DIR_RE = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
-TEMP_PREFIX = ".tmp-"
-STALE_TEMP_AGE_S = 3600.0
 
 
 class LakeError(ValueError):
@@ -54,19 +52,14 @@ class Lake:
 
     def __init__(self, location: str | os.PathLike[str]) -> None:
         """Open a lake at a local path or filesystem URI; nothing is created until a write."""
-        text = os.fspath(location)
-        if not text:
-            raise LakeError("lake location is empty")
-        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text) and not text.startswith("file://"):
-            fs, root = pafs.FileSystem.from_uri(text.replace("s3a://", "s3://", 1))
-            self.local = False
-        else:
-            root = os.path.abspath(text.removeprefix("file://"))
-            fs = pafs.LocalFileSystem()
-            self.local = True
-        self.fs: pafs.FileSystem = fs
-        self.root: str = root.rstrip("/") or "/"
-        self.location = text
+        try:
+            self.where: LakeLocation = parse_lake(location)
+        except LakeLocationError as exc:
+            raise LakeError(str(exc)) from None
+        self.fs: pafs.FileSystem = self.where.fs
+        self.root: str = self.where.root
+        self.local: bool = self.where.local
+        self.location = self.where.text
 
     def __repr__(self) -> str:
         return f"Lake({self.location!r})"
@@ -134,13 +127,7 @@ class Lake:
         day = poll_id_time(poll_id).date().isoformat()
         directory = f"{self.table_dir(table)}/date={day}"
         final = f"{directory}/{poll_id}_{uuid.uuid4().hex[:8]}.parquet"
-        if self.local:
-            _write_local_atomic(data, directory, final)
-        else:
-            self.fs.create_dir(directory, recursive=True)
-            # Object stores publish an object only when the upload completes.
-            with self.fs.open_output_stream(final) as out:
-                pq.write_table(data, out, compression="zstd")
+        write_parquet_atomic(self.where, final, data)
         return final
 
     def read(
@@ -187,8 +174,8 @@ class Lake:
                 if day < cutoff:
                     self.fs.delete_dir(path)
                     deleted.append(path)
-                elif self.local:
-                    deleted.extend(_remove_stale_temps(path))
+                else:
+                    deleted.extend(remove_stale_temps(self.where, path))
         return deleted
 
 
@@ -212,45 +199,3 @@ def _to_table(table: str, rows: Sequence[Mapping[str, Any]] | pa.Table, schema: 
         return pa.Table.from_pylist(filled, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
         raise LakeError(f"{table}: rows do not fit the schema: {exc}") from None
-
-
-def _write_local_atomic(data: pa.Table, directory: str, final: str) -> None:
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}.parquet")
-    try:
-        with open(tmp, "wb") as fh:
-            pq.write_table(data, fh, compression="zstd")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _remove_stale_temps(directory: str) -> list[str]:
-    removed: list[str] = []
-    now = time.time()
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return removed
-    for name in names:
-        if not name.startswith(TEMP_PREFIX):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            if now - os.path.getmtime(path) > STALE_TEMP_AGE_S:
-                os.unlink(path)
-                removed.append(path)
-        except FileNotFoundError:
-            continue
-    return removed
