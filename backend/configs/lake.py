@@ -12,7 +12,7 @@ from backend.configs.record import Rejected, Snapshot
 from backend.store.atomic import write_parquet_atomic
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 from backend.store.location import parse_lake
-from backend.store.state import load_state, save_state
+from backend.store.progress import load_state, save_state
 from backend.store.tables import read_table, replace_table
 
 INGEST_STATE_AREA = "ingest"

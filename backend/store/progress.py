@@ -1,4 +1,4 @@
-"""Progress and state files under lake/_state/<area>/<name>.json, each replaced atomically."""
+"""Progress files under lake/_state/<area>/<name>.json (ingest offsets and the like), each replaced atomically."""
 
 from __future__ import annotations
 
