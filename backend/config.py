@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from backend.store.location import check_lake_text
+
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -222,9 +224,26 @@ class Settings(_Strict):
     request_timeout_s: float = Field(default=10.0, gt=0)
     poll_deadline_s: float = Field(default=30.0, gt=0)
     lake_path: str = "./lake"
+    # Further lakes the UI may switch to, by name; the browser can choose only among these.
+    lakes: dict[str, str] = Field(default_factory=dict)
     spark_master: str = "local[*]"
     retention_days: int = Field(default=30, ge=1)
     secrets_file: str = DEFAULT_SECRETS_FILE
+
+    @field_validator("lake_path")
+    @classmethod
+    def _lake_path_is_a_lake(cls, value: str) -> str:
+        check_lake_text(value)
+        return value
+
+    @field_validator("lakes")
+    @classmethod
+    def _lakes_are_named_lakes(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, location in value.items():
+            if not name.strip() or len(name) > 64:
+                raise ValueError(f"lake names must be 1-64 characters, got {name!r}")
+            check_lake_text(location)
+        return value
 
 
 class Fleet(_Strict):

@@ -34,9 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from backend.configs.lake import read_table
 from backend.pipeline.job import run_analysis
-from backend.pipeline.schema import SCHEMA_VERSION, arrow_schema
+from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
+from backend.store.tables import read_table
 
 CLUSTERS = [f"cluster-{i:02d}" for i in range(10)]
 COMMON_KEYS = [

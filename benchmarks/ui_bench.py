@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from backend.pipeline.schema import arrow_schema  # noqa: E402
+from backend.store.config_schemas import arrow_schema  # noqa: E402
 from backend.store.lake import Lake  # noqa: E402
 from tests.unit.dashboard.lake_fixture import build_lake  # noqa: E402
 

@@ -29,8 +29,9 @@ PAGES = (
 def sidebar() -> None:
     """Shared widgets: lake path, tag filters, Poll now / Recompute and their progress."""
     with st.sidebar:
-        st.text_input("Lake", value=data.default_lake(), key="app_lake",
-                      help="Directory or URI of the lake; default from FLEETVIEW_LAKE or the fleet file.")
+        names = list(data.lake_choices())
+        st.selectbox("Lake", names, key="app_lake", disabled=len(names) < 2,
+                     help="The lakes the fleet file names ([settings] lake_path and lakes), or $FLEETVIEW_LAKE.")
         location = data.lake()
         if problem := data.lake_error(location):
             st.error(problem, icon=":material/error:")

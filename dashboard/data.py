@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from backend.views import config_views, fleet_views, frames
+from backend.store.location import default_fleet_file
+from backend.views import config_views, fleet_views, frames, lakes
 
 SNAPSHOT_TTL_S = 15
 RESULTS_TTL_S = 60
@@ -19,28 +18,22 @@ _log = logging.getLogger(__name__)
 
 def fleet_file() -> str | None:
     """The fleet file to use for Poll now: env FLEETVIEW_FLEET or ./clusters.toml when present."""
-    path = os.environ.get("FLEETVIEW_FLEET") or "clusters.toml"
-    return path if Path(path).is_file() else None
+    return default_fleet_file()
 
 
-def default_lake() -> str:
-    """Lake location: env FLEETVIEW_LAKE, else the fleet file's lake_path, else ./lake."""
-    if os.environ.get("FLEETVIEW_LAKE"):
-        return os.environ["FLEETVIEW_LAKE"]
-    path = fleet_file()
-    if path:
-        try:
-            from backend.config import load_fleet
+def lake_choices() -> dict[str, str]:
+    """The lakes the configuration names, by name: "default" (the one resolver's answer) and the fleet file's lakes.
 
-            return str(load_fleet(path).settings.lake_path)
-        except Exception as exc:  # noqa: BLE001 - a broken fleet file must not break the dashboard
-            _log.warning("fleet file %s not usable for the lake path: %s", path, exc)
-    return frames.DEFAULT_LAKE
+    Not cached: it follows the environment and the fleet file, and reading them is cheap.
+    """
+    return lakes.configured_lakes()
 
 
 def lake() -> str:
-    """The lake chosen in the shared sidebar (falls back to the default)."""
-    return st.session_state.get("app_lake") or default_lake()
+    """The lake chosen in the shared sidebar: only a name the configuration lists selects anything."""
+    choices = lake_choices()
+    chosen = st.session_state.get("app_lake")
+    return choices[chosen] if isinstance(chosen, str) and chosen in choices else choices[lakes.DEFAULT_NAME]
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)

@@ -13,6 +13,7 @@ from backend.collect.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
 from backend.collect.poller import run_poller
 from backend.config import FleetConfigError, load_fleet
 from backend.store.lake import LakeError
+from backend.store.location import LAKE_HELP, resolve_lake
 
 
 def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +23,7 @@ def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
         default="clusters.toml",
         help="fleet file (TOML); default clusters.toml",
     )
-    parser.add_argument("--lake", default=None, help="lake path or URI; default settings.lake_path")
+    parser.add_argument("--lake", default=None, help=LAKE_HELP)
     parser.add_argument("--secrets", default=None, help="secrets.toml holding [passwords]")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -85,7 +86,7 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
             file=sys.stderr,
         )
         return 2
-    lake = args.lake or fleet.settings.lake_path
+    lake = resolve_lake(args.lake, fleet_lake_path=fleet.settings.lake_path)
     try:
         last = run_poller(
             fleet,

@@ -12,11 +12,13 @@ from backend.configs.ingest import (
     ingest_sink,
     ingest_topic,
 )
+from backend.store.location import LAKE_HELP, configured_lake
 
 
 def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ingest command's flags to ``parser``."""
-    parser.add_argument("--lake", default="./lake", help="lake path or URI (default ./lake)")
+    parser.add_argument("--lake", default=None, help=LAKE_HELP)
+    parser.add_argument("--config", default=None, help="fleet file (TOML) whose lake_path is the default lake")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--sink", metavar="DIR", help="PushConfig sink directory (JSONL)")
     source.add_argument("--topic", metavar="T", help="Kafka topic holding snapshot records")
@@ -46,17 +48,22 @@ def format_result(result: IngestResult) -> str:
 def run_ingest_command(args: argparse.Namespace) -> int:
     """Run ingest from parsed args; prints a summary, returns the exit code."""
     try:
+        lake = configured_lake(args.lake, fleet_file=args.config)
+    except (OSError, ValueError) as err:  # a bad fleet file names file, line and key
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
         if args.sink:
-            result = ingest_sink(args.lake, args.sink)
+            result = ingest_sink(lake, args.sink)
         elif args.topic:
             if not args.bootstrap:
                 print("error: --topic needs --bootstrap", file=sys.stderr)
                 return 2
-            result = ingest_topic(args.lake, args.topic, args.bootstrap, args.timeout)
+            result = ingest_topic(lake, args.topic, args.bootstrap, args.timeout)
         elif args.java_log:
-            result = ingest_java_log(args.lake, args.java_log, args.cluster_id)
+            result = ingest_java_log(lake, args.java_log, args.cluster_id)
         else:
-            result = ingest_properties(args.lake, args.properties)
+            result = ingest_properties(lake, args.properties)
     except (OSError, TimeoutError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -26,7 +26,7 @@ from backend.configs.record import (
     parse_json_record,
     validate_record,
 )
-from backend.pipeline.schema import SCHEMA_VERSION, arrow_schema
+from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 
 
 @dataclass
@@ -110,10 +110,10 @@ def ingest_items(lake: str, items: list[RawItem], source: str, location: str) ->
 def ingest_sink(lake: str, sink_dir: str | Path) -> IngestResult:
     """Ingest new complete lines of a PushConfig sink directory."""
     state_name = "sink-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(sink_dir).resolve())).hex[:12]
-    state: dict[str, Any] = lakeio.load_state(lake, state_name)
+    state: dict[str, Any] = lakeio.load_progress(lake, state_name)
     items, new_state = read_sink(sink_dir, state)
     result = ingest_items(lake, items, "sink", str(sink_dir))
-    lakeio.save_state(lake, state_name, new_state)
+    lakeio.save_progress(lake, state_name, new_state)
     return result
 
 
@@ -123,10 +123,10 @@ def ingest_topic(
 ) -> IngestResult:
     """Ingest new records of a Kafka topic from the offsets saved in the lake."""
     state_name = topic_state_name(topic, bootstrap)
-    state: dict[str, Any] = lakeio.load_state(lake, state_name)
+    state: dict[str, Any] = lakeio.load_progress(lake, state_name)
     items, new_state = read_topic(topic, bootstrap, state, timeout_s, extra_config)
     result = ingest_items(lake, items, "topic", f"{bootstrap}/{topic}")
-    lakeio.save_state(lake, state_name, new_state)
+    lakeio.save_progress(lake, state_name, new_state)
     return result
 
 

@@ -1,45 +1,21 @@
-"""Ingest's writes to the lake: client_configs, quarantine, ingest_stats and reader progress."""
+"""Ingest's rows for the lake: client_configs and quarantine rows, ingest_stats and reader progress (via backend.store)."""
 
 from __future__ import annotations
 
-import json
-import posixpath
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from backend.configs.record import Rejected, Snapshot
-from backend.pipeline.schema import SCHEMA_VERSION, arrow_schema, empty_table
+from backend.store.atomic import write_parquet_atomic
+from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
+from backend.store.location import parse_lake
+from backend.store.progress import load_state, save_state
+from backend.store.tables import read_table, replace_table
 
-STATE_DIR = "_state/ingest"
-
-
-def lake_filesystem(lake: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and root path of a lake given as a path or URI (s3a:// works)."""
-    if "://" not in lake:
-        local = pafs.LocalFileSystem()
-        return local, posixpath.abspath(lake)
-    if lake.startswith("s3a://"):
-        lake = "s3://" + lake[len("s3a://"):]
-    if lake.startswith("file://"):
-        return pafs.LocalFileSystem(), lake[len("file://"):]
-    fs, path = pafs.FileSystem.from_uri(lake)
-    return fs, path
-
-
-def write_atomic(fs: pafs.FileSystem, path: str, table: pa.Table) -> None:
-    """Write a Parquet file to a hidden temp name in the same directory, then rename it."""
-    directory = posixpath.dirname(path)
-    fs.create_dir(directory, recursive=True)
-    tmp = posixpath.join(directory, f".tmp-{uuid.uuid4().hex}.parquet")
-    with fs.open_output_stream(tmp) as sink:
-        pq.write_table(table, sink, compression="zstd")
-    fs.move(tmp, path)
+INGEST_STATE_AREA = "ingest"
 
 
 def snapshot_rows(snapshots: Iterable[Snapshot], ingested_at: datetime) -> pa.Table:
@@ -72,7 +48,7 @@ def snapshot_rows(snapshots: Iterable[Snapshot], ingested_at: datetime) -> pa.Ta
 
 def write_snapshots(lake: str, snapshots: list[Snapshot], ingested_at: datetime) -> list[str]:
     """Append snapshots to lake/client_configs, one file per received day; returns the paths."""
-    fs, root = lake_filesystem(lake)
+    where = parse_lake(lake)
     by_day: dict[str, list[Snapshot]] = {}
     for snap in snapshots:
         by_day.setdefault(snap.received_at.date().isoformat(), []).append(snap)
@@ -81,8 +57,8 @@ def write_snapshots(lake: str, snapshots: list[Snapshot], ingested_at: datetime)
         table = snapshot_rows(day_snaps, ingested_at)
         if table.num_rows == 0:
             continue
-        path = posixpath.join(root, "client_configs", f"date={day}", f"{uuid.uuid4().hex}.parquet")
-        write_atomic(fs, path, table)
+        path = where.path("client_configs", f"date={day}", f"{uuid.uuid4().hex}.parquet")
+        write_parquet_atomic(where, path, table)
         written.append(path)
     return written
 
@@ -91,7 +67,7 @@ def write_quarantine(lake: str, rejected: list[Rejected], at: datetime) -> str |
     """Append rejected records to lake/quarantine; returns the file written, if any."""
     if not rejected:
         return None
-    fs, root = lake_filesystem(lake)
+    where = parse_lake(lake)
     table = pa.table(
         {
             "quarantined_at": [at] * len(rejected),
@@ -104,48 +80,22 @@ def write_quarantine(lake: str, rejected: list[Rejected], at: datetime) -> str |
         },
         schema=arrow_schema("quarantine"),
     )
-    path = posixpath.join(root, "quarantine", f"date={at.date().isoformat()}",
-                          f"{uuid.uuid4().hex}.parquet")
-    write_atomic(fs, path, table)
+    path = where.path("quarantine", f"date={at.date().isoformat()}", f"{uuid.uuid4().hex}.parquet")
+    write_parquet_atomic(where, path, table)
     return path
-
-
-def read_table(lake: str, name: str) -> pa.Table:
-    """Read lake/<name> (a table or results/<name>); an empty table when it does not exist."""
-    fs, root = lake_filesystem(lake)
-    path = posixpath.join(root, name)
-    if fs.get_file_info(path).type != pafs.FileType.Directory:
-        return empty_table(name.rsplit("/", 1)[-1])
-    schema = arrow_schema(name.rsplit("/", 1)[-1])
-    dataset = ds.dataset(path, filesystem=fs, format="parquet", schema=schema,
-                         partitioning="hive", ignore_prefixes=[".", "_"])
-    return dataset.to_table()
 
 
 def append_ingest_stats(lake: str, rows: pa.Table) -> None:
     """Add one run's counters to results/ingest_stats (rewritten atomically)."""
-    fs, root = lake_filesystem(lake)
     current = read_table(lake, "results/ingest_stats")
-    merged = pa.concat_tables([current, rows.cast(arrow_schema("ingest_stats"))])
-    write_atomic(fs, posixpath.join(root, "results", "ingest_stats", "part-0.parquet"), merged)
+    replace_table(lake, "results/ingest_stats", pa.concat_tables([current, rows.cast(arrow_schema("ingest_stats"))]))
 
 
-def load_state(lake: str, name: str) -> dict[str, object]:
-    """Reader progress saved under lake/_state/ingest/<name>.json ({} when absent)."""
-    fs, root = lake_filesystem(lake)
-    path = posixpath.join(root, STATE_DIR, f"{name}.json")
-    if fs.get_file_info(path).type != pafs.FileType.File:
-        return {}
-    with fs.open_input_stream(path) as src:
-        return json.loads(src.read().decode("utf-8"))
+def load_progress(lake: str, name: str) -> dict[str, object]:
+    """A reader's saved progress under lake/_state/ingest/<name>.json ({} when absent)."""
+    return load_state(lake, INGEST_STATE_AREA, name)
 
 
-def save_state(lake: str, name: str, state: dict[str, object]) -> None:
-    """Atomically replace lake/_state/ingest/<name>.json."""
-    fs, root = lake_filesystem(lake)
-    directory = posixpath.join(root, STATE_DIR)
-    fs.create_dir(directory, recursive=True)
-    tmp = posixpath.join(directory, f".tmp-{uuid.uuid4().hex}.json")
-    with fs.open_output_stream(tmp) as sink:
-        sink.write(json.dumps(state, sort_keys=True).encode("utf-8"))
-    fs.move(tmp, posixpath.join(directory, f"{name}.json"))
+def save_progress(lake: str, name: str, state: dict[str, object]) -> None:
+    """Atomically replace a reader's progress file."""
+    save_state(lake, INGEST_STATE_AREA, name, state)

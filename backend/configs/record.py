@@ -10,7 +10,7 @@ from typing import Any
 
 from backend.configs.known_keys import is_librdkafka
 from backend.configs.sensitive import DroppedKeys, redact_text, sensitive_reason
-from backend.pipeline.schema import CLIENT_TYPES, CONFIG_TYPES
+from backend.store.config_schemas import CLIENT_TYPES, CONFIG_TYPES
 
 MAX_RECORD_BYTES = 10 * 1024
 EXCERPT_CHARS = 512

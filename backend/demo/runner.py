@@ -16,6 +16,7 @@ from pathlib import Path
 
 from backend.demo.procs import ManagedProcess
 from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
+from backend.store.location import parse_lake, resolve_lake
 
 REPO = Path(__file__).resolve().parents[2]
 RECREATED_TOPIC = ("prod-eu", "payments")
@@ -24,7 +25,7 @@ RECREATED_TOPIC = ("prod-eu", "payments")
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the demo command's options."""
     parser.add_argument("--lab", default=str(REPO / "lab.toml"), help="lab fleet file (default: lab.toml)")
-    parser.add_argument("--lake", default="./lake", help="lake directory (default: ./lake)")
+    parser.add_argument("--lake", default=None, help="lake directory (default: $FLEETVIEW_LAKE, else ./lake)")
     parser.add_argument("--state-dir", default=None, help="lab state, sink, logs (default: the lab file's state_dir)")
     parser.add_argument("--port", type=int, default=8501, help="UI port (default: 8501)")
     parser.add_argument("--clients", type=int, default=400, help="synthetic client instances pushing configs (default: 400)")
@@ -80,7 +81,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     if not args.no_ui and not _port_free(args.port):
         print(f"demo: port {args.port} is in use (another demo or Streamlit?); stop it or pass --port", file=sys.stderr)
         return 2
-    lake = Path(args.lake).resolve()
+    lake = Path(parse_lake(resolve_lake(args.lake)).root)
     lake.mkdir(parents=True, exist_ok=True)
     logs = config.state_dir / "logs"
     state = DemoState()

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from backend.export.report import ReportError, build_drift_report
-from backend.views import frames
+from backend.store.location import LAKE_HELP, configured_lake
 
 REPORTS = ("drift",)
 
@@ -27,15 +27,16 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clusters", type=_csv, required=True, help="comma-separated cluster names")
     parser.add_argument("--keys", type=_csv, default=None, help="comma-separated config keys (default: top drifting)")
     parser.add_argument("--out", type=Path, required=True, help="output HTML file")
-    parser.add_argument("--lake", default=None, help="lake location (default: $FLEETVIEW_LAKE or ./lake)")
+    parser.add_argument("--lake", default=None, help=LAKE_HELP)
+    parser.add_argument("--config", default=None, help="fleet file (TOML) whose lake_path is the default lake")
 
 
 def run_export_command(args: argparse.Namespace) -> int:
     """Render the chosen report to args.out; return 0, or 2 with a clear message on bad input."""
-    location = frames.lake_location(args.lake)
     try:
+        location = configured_lake(args.lake, fleet_file=args.config)
         text = build_drift_report(location, args.clusters, args.keys)
-    except ReportError as exc:
+    except (ReportError, ValueError) as exc:  # a bad lake location or fleet file is a ValueError
         print(f"export: {exc}", file=sys.stderr)
         return 2
     out: Path = args.out

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.store.location import LAKE_HELP, configured_lake
+
 
 def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the analyze command's flags to ``parser``."""
-    parser.add_argument("--lake", default=None,
-                        help="lake path or URI (file://, s3a://, hdfs://); default: fleet file or ./lake")
+    parser.add_argument("--lake", default=None, help=LAKE_HELP)
     parser.add_argument("--master", default=None,
                         help="Spark master URL; default: fleet file, $FLEETVIEW_SPARK_MASTER or local[*]")
     parser.add_argument("--full", action="store_true", help="recompute from every snapshot")
@@ -19,14 +20,12 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> tuple[str, str | None]:
-    lake, master = args.lake, args.master
-    if args.config:
+    master = args.master
+    if args.config and not master:
         from backend.config import load_fleet
 
-        settings = load_fleet(args.config).settings
-        lake = lake or settings.lake_path
-        master = master or settings.spark_master
-    return lake or "./lake", master
+        master = load_fleet(args.config).settings.spark_master
+    return configured_lake(args.lake, fleet_file=args.config), master
 
 
 def run_analyze_command(args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ Runnable three ways: ``run_analysis()``, ``python -m backend analyze`` and
 
 from __future__ import annotations
 
-import json
 import posixpath
 import sys
 import time
@@ -24,11 +23,13 @@ import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from backend.configs.lake import lake_filesystem, read_table
 from backend.pipeline import rules as rules_mod
 from backend.pipeline import transforms as T
-from backend.pipeline.schema import SCHEMA_VERSION, spark_schema
 from backend.pipeline.spark import get_spark
+from backend.store.atomic import read_json, write_json_atomic
+from backend.store.config_schemas import SCHEMA_VERSION, spark_schema
+from backend.store.location import parse_lake
+from backend.store.tables import read_table
 
 STATE_DIR = "_state/pipeline"
 MANIFEST = "processed_files.json"
@@ -112,11 +113,8 @@ class _Lake:
     """Paths of one lake for pyarrow (listing, state files, renames) and for Spark."""
 
     def __init__(self, lake: str) -> None:
-        self.fs, self.root = lake_filesystem(lake)
-        if "://" in lake and not lake.startswith("file://"):
-            self.spark_root = lake.rstrip("/")
-        else:
-            self.spark_root = "file://" + self.root
+        self.where = parse_lake(lake)
+        self.fs, self.root, self.spark_root = self.where.fs, self.where.root, self.where.spark_uri
 
     def path(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
@@ -143,18 +141,10 @@ class _Lake:
         return sorted(found)
 
     def read_json(self, *parts: str) -> object:
-        if not self.exists(*parts):
-            return None
-        with self.fs.open_input_stream(self.path(*parts)) as src:
-            return json.loads(src.read().decode("utf-8"))
+        return read_json(self.where, self.path(*parts))
 
     def write_json(self, obj: object, *parts: str) -> None:
-        target = self.path(*parts)
-        self.fs.create_dir(posixpath.dirname(target), recursive=True)
-        tmp = posixpath.join(posixpath.dirname(target), f".tmp-{uuid.uuid4().hex}.json")
-        with self.fs.open_output_stream(tmp) as sink:
-            sink.write(json.dumps(obj).encode("utf-8"))
-        self.fs.move(tmp, target)
+        write_json_atomic(self.where, self.path(*parts), obj)
 
     def replace_dir(self, df: DataFrame, *parts: str) -> None:
         """Write df as Parquet next to the target, then swap it into place."""

@@ -7,7 +7,7 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from backend.pipeline.schema import NUMERIC_CONFIG_TYPES
+from backend.store.config_schemas import NUMERIC_CONFIG_TYPES
 
 # Internal stand-ins so nulls can take part in equi-joins; never written out.
 _NULL_TYPE = "\u0000none"

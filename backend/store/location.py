@@ -16,6 +16,8 @@ DEFAULT_LAKE = "./lake"
 ENV_LAKE = "FLEETVIEW_LAKE"
 ENV_FLEET = "FLEETVIEW_FLEET"
 DEFAULT_FLEET_FILE = "clusters.toml"
+LAKE_HELP = ("lake path or URI (file://, s3a://, hdfs://); default: $FLEETVIEW_LAKE, else the fleet file's "
+             "lake_path, else ./lake")
 _SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 # mock:// is pyarrow's in-memory filesystem, the non-local lake the tests use.
 _REMOTE_SCHEMES = {"s3", "s3a", "hdfs", "gs", "gcs", "abfs", "abfss", "mock"}
@@ -82,6 +84,15 @@ def parse_lake(location: str | os.PathLike[str]) -> LakeLocation:
     return LakeLocation(text, fs, root.rstrip("/") or "/", False, spark_uri)
 
 
+def check_lake_text(location: str) -> None:
+    """Refuse a lake location that cannot be a lake (raises LakeLocationError), without opening a remote one."""
+    match = _SCHEME_RE.match(location.strip())
+    if match is None or match.group(1).lower() == "file":
+        parse_lake(location)
+    elif match.group(1).lower() not in _REMOTE_SCHEMES:
+        raise LakeLocationError(f"unsupported lake URI scheme {match.group(1)!r} in {location!r}")
+
+
 def default_fleet_file(environ: Mapping[str, str] | None = None) -> str | None:
     """The fleet file in use when none is named: $FLEETVIEW_FLEET, else ./clusters.toml when it exists."""
     env = os.environ if environ is None else environ
@@ -101,3 +112,26 @@ def resolve_lake(
         if candidate and str(candidate).strip():
             return str(candidate).strip()
     return DEFAULT_LAKE
+
+
+def configured_lake(
+    explicit: str | None = None,
+    *,
+    fleet_file: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The lake for every CLI and the UI: --lake, $FLEETVIEW_LAKE, the fleet file's lake_path, else ./lake.
+
+    The fleet file is the one named, else $FLEETVIEW_FLEET or ./clusters.toml when present; it is read only
+    when neither the flag nor the environment decides (a broken one raises its FleetConfigError).
+    """
+    env = os.environ if environ is None else environ
+    if (explicit and explicit.strip()) or (env.get(ENV_LAKE) or "").strip():
+        return resolve_lake(explicit, environ=env)
+    path = fleet_file or default_fleet_file(env)
+    lake_path = None
+    if path:
+        from backend.config import load_fleet  # the fleet file decides only when flag and env are silent
+
+        lake_path = load_fleet(path).settings.lake_path
+    return resolve_lake(None, fleet_lake_path=lake_path, environ=env)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 
 import pandas as pd
@@ -12,20 +11,14 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from backend.pipeline.schema import RESULT_TABLES, arrow_schema
 from backend.store import readers
+from backend.store.config_schemas import RESULT_TABLES, arrow_schema
 from backend.store.lake import Lake
 from backend.store.schemas import schema_for
 
-DEFAULT_LAKE = "lake"
 ZK_LOOKBACK_POLLS = 5
 _log = logging.getLogger(__name__)
 SNAPSHOT_TABLES = ("cluster_snapshots", "broker_snapshots", "topic_snapshots", "zk_snapshots", "fleet_alerts")
-
-
-def lake_location(explicit: str | None = None) -> str:
-    """The lake to read: explicit argument, else env FLEETVIEW_LAKE, else ./lake."""
-    return explicit or os.environ.get("FLEETVIEW_LAKE") or DEFAULT_LAKE
 
 
 def lake_error(location: str) -> str | None:

@@ -24,12 +24,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from backend.configs.lake import read_table
 from backend.pipeline import job
 from backend.pipeline import rules as rules_mod
 from backend.pipeline import transforms as T
 from backend.pipeline.job import SPARK_RESULTS, AnalysisSummary, run_analysis
-from backend.pipeline.schema import arrow_schema, spark_schema
+from backend.store.config_schemas import arrow_schema, spark_schema
+from backend.store.tables import read_table
 from tests.unit.pipeline.fleet import T0, instance_id, rows_for
 
 NUMERIC = {"linger.ms": "LONG", "batch.size": "INT", "session.timeout.ms": "INT",

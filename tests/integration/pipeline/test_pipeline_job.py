@@ -10,10 +10,10 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from backend.configs.ingest import ingest_sink
-from backend.configs.lake import read_table
 from backend.pipeline.cli import add_analyze_arguments, run_analyze_command
 from backend.pipeline.job import SPARK_RESULTS, run_analysis
-from backend.pipeline.schema import arrow_schema
+from backend.store.config_schemas import arrow_schema
+from backend.store.tables import read_table
 from tests.unit.configs.helpers import SECRET_VALUES, cfg, lake_bytes_contain, record, secret_configs, write_jsonl
 
 KEYS_PER_SNAPSHOT = 4

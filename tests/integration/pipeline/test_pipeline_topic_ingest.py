@@ -14,8 +14,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from backend.configs.cli import add_ingest_arguments, run_ingest_command
 from backend.configs.ingest import ingest_topic
-from backend.configs.lake import load_state, read_table
+from backend.configs.lake import load_progress
 from backend.configs.readers import topic_state_name
+from backend.store.tables import read_table
 from tests.unit.configs.helpers import SECRET_VALUES, cfg, lake_bytes_contain, record, secret_configs
 
 
@@ -52,7 +53,7 @@ def test_topic_ingest_is_incremental_and_read_only(kafka4: Any, tmp_path: Path) 
     assert (first.records_read, first.records_written, dict(first.quarantined)) == (
         4, 3, {"malformed_json": 1})
     assert first.sensitive_dropped["ssl.keystore.password"] == 3
-    assert load_state(lake, topic_state_name(topic, bootstrap)) == {"0": 2, "1": 2}
+    assert load_progress(lake, topic_state_name(topic, bootstrap)) == {"0": 2, "1": 2}
     quarantine = read_table(lake, "quarantine").to_pylist()
     assert [q["position"] for q in quarantine] == [f"{topic}:0:1"]
 

@@ -11,7 +11,7 @@ import pytest
 
 from backend.configs.cli import add_ingest_arguments, run_ingest_command
 from backend.configs.ingest import ingest_java_log, ingest_properties, ingest_sink
-from backend.configs.lake import read_table
+from backend.store.tables import read_table
 from tests.unit.configs.helpers import (
     SECRET_VALUES,
     cfg,

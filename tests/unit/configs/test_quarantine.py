@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from backend.configs.ingest import ingest_sink
-from backend.configs.lake import read_table
 from backend.configs.sensitive import redact_text
+from backend.store.tables import read_table
 from tests.unit.configs.helpers import (
     SECRET_VALUES,
     cfg,

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from backend.pipeline.schema import arrow_schema
+from backend.store.config_schemas import arrow_schema
 from backend.store.lake import Lake
 
 SCHEMA_VERSION = 1

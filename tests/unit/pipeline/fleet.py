@@ -8,7 +8,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from backend.pipeline.schema import spark_schema
+from backend.store.config_schemas import spark_schema
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 _NS = uuid.UUID("0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9")
