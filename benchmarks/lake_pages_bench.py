@@ -1,0 +1,101 @@
+"""Page times over lake age: Fleet, Cluster and Alerts in headless Chromium on lakes kept at checkpoints.
+
+`benchmarks/lake_time_bench.py --keep-lakes DIR` keeps the simulated lake at 1 hour, 1 day, 7 days and
+30 days as DIR/<label>. This serves every kept lake with its own `streamlit run` at once and visits each
+page on each lake in turn (interleaved, so all lakes see the same machine load): one cold visit, then
+warm ones, each in a fresh browser context (a new Streamlit session). It samples each server's peak RSS.
+
+    .venv/bin/python -m benchmarks.lake_pages_bench DIR [--repeats 3]
+
+`lake_time_bench --pages` runs this on the lakes it kept and puts the figures in its JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.ui_bench import CHROMIUM, CHROMIUM_ARGS, RssSampler, serve, time_page
+
+PAGES = {"fleet": ("", "stDataFrame"), "cluster": ("cluster", "stDataFrame"), "alerts": ("alerts", "stDataFrame")}
+TARGET_RATIO = 1.3
+TARGET_PAGE_S = 2.0
+
+
+def measure_pages(lakes: dict[str, Path], repeats: int = 3) -> dict[str, Any]:
+    """Median cold and warm page seconds and peak server RSS per lake label; ratios against the first label."""
+    from playwright.sync_api import sync_playwright
+
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    urls: dict[str, str] = {}
+    samplers: dict[str, RssSampler] = {}
+    seconds: dict[tuple[str, str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="lake-pages-") as tmp:
+        try:
+            for label, lake in lakes.items():
+                procs[label], urls[label] = serve(lake, Path(tmp) / f"streamlit-{label}.log")
+                samplers[label] = RssSampler(procs[label].pid)
+                samplers[label].start()
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+                for round_no in range(1 + repeats):
+                    visit = "cold" if round_no == 0 else "warm"
+                    for page_name, (path, marker) in PAGES.items():
+                        for label, url in urls.items():
+                            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                            page = context.new_page()
+                            spent = time_page(page, f"{url}/{path}", marker)
+                            seconds.setdefault((label, page_name, visit), []).append(spent)
+                            context.close()
+                browser.close()
+        finally:
+            for label, proc in procs.items():
+                samplers[label].running = False
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+    first = next(iter(lakes))
+    out: dict[str, Any] = {"pages": {}, "server_peak_rss_mb": {}, "ratios_vs_" + first: {}}
+    for label in lakes:
+        out["pages"][label] = {f"{page}_{visit}_s": round(statistics.median(seconds[(label, page, visit)]), 3)
+                               for page in PAGES for visit in ("cold", "warm")}
+        out["server_peak_rss_mb"][label] = round(samplers[label].peak / 2**20, 1)
+    for label in lakes:
+        ratios = {key: round(value / out["pages"][first][key], 2) for key, value in out["pages"][label].items()}
+        ratios["server_peak_rss"] = round(out["server_peak_rss_mb"][label] / out["server_peak_rss_mb"][first], 2)
+        out["ratios_vs_" + first][label] = ratios
+    last = list(lakes)[-1]
+    out["targets"] = {
+        f"every page and RSS at {last} <= {TARGET_RATIO}x {first}":
+            all(v <= TARGET_RATIO for v in out["ratios_vs_" + first][last].values()),
+        f"every page under {TARGET_PAGE_S} s": all(v < TARGET_PAGE_S for p in out["pages"].values() for v in p.values()),
+    }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure the pages on every lake kept under DIR (in checkpoint order) and print one JSON document."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kept", type=Path, help="the --keep-lakes directory of lake_time_bench")
+    parser.add_argument("--repeats", type=int, default=3, help="warm visits per page and lake (median reported)")
+    args = parser.parse_args(argv)
+    order = ["1h", "1d", "7d", "30d"]
+    lakes = {label: args.kept / label for label in order if (args.kept / label).is_dir()}
+    lakes.update({p.name: p for p in sorted(args.kept.iterdir()) if p.is_dir() and p.name not in lakes})
+    if not lakes:
+        print(f"no kept lakes under {args.kept}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    print(json.dumps(measure_pages(lakes, args.repeats), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
