@@ -20,14 +20,28 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ui_bench import CHROMIUM, CHROMIUM_ARGS, RssSampler, serve, time_page
+from benchmarks.ui_bench import CHROMIUM, CHROMIUM_ARGS, RssSampler, serve
 
 PAGES = {"fleet": ("", "stDataFrame"), "cluster": ("cluster", "stDataFrame"), "alerts": ("alerts", "stDataFrame")}
 TARGET_RATIO = 1.3
 TARGET_PAGE_S = 2.0
+
+
+def time_page(page: Any, url: str, marker: str) -> float:
+    """Seconds from navigation until the marker is shown and the script finished; fails at once on an exception."""
+    start = time.perf_counter()
+    page.goto(url)
+    page.locator(f"[data-testid='{marker}'], [data-testid='stException']").first.wait_for(timeout=120_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+                           " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=120_000)
+    elapsed = time.perf_counter() - start
+    if page.query_selector("[data-testid='stException']"):
+        raise RuntimeError(f"{url} rendered an exception: {page.inner_text('[data-testid=stException]')[:500]}")
+    return elapsed
 
 
 def measure_pages(lakes: dict[str, Path], repeats: int = 3) -> dict[str, Any]:
