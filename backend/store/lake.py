@@ -187,7 +187,7 @@ class Lake:
         raise AssertionError("unreachable")
 
     def compact(self, table: str, *, now: datetime | None = None) -> list[str]:
-        """Merge a day table's small files: closed days into one file, closed hours of today into one each.
+        """Merge a day table's small files: closed days into one file, each hour of today into one.
 
         The merged file is written first (its name says which polls it covers, so listings drop the
         inputs at once), then the inputs are deleted: a reader sees the inputs or the merged file,
@@ -197,7 +197,6 @@ class Lake:
             raise LakeError(f"{table} is not a compactable day table")
         now = (now or datetime.now(UTC)).astimezone(UTC)
         today = now.date().isoformat()
-        hour = f"{now:%Y%m%dT%H}"
         written: list[str] = []
         for day in self.days(table):
             files = self.files(table, [day])
@@ -205,7 +204,7 @@ class Lake:
                 files = files[:-1]  # keep the newest file as it is: latest readers open only it
                 groups: dict[str, list[LakeFile]] = {}
                 for f in files:
-                    if f.first[:11] == f.poll_id[:11] and f.poll_id[:11] < hour:
+                    if f.first[:11] == f.poll_id[:11]:
                         groups.setdefault(f.poll_id[:11], []).append(f)
                 batches = [g for g in groups.values() if len(g) > 1]
             else:

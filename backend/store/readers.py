@@ -433,12 +433,12 @@ def latest_topics(lake: LakeLike, cluster_name: str | None = None, *, with_data:
     return _state_rows(lk, "topics", _with_data_clusters(lk, with_data), cluster_name)
 
 
-def latest_zk_nodes(lake: LakeLike, cluster_name: str | None = None) -> pd.DataFrame:
+def latest_zk_nodes(lake: LakeLike, cluster_name: str | None = None, *, with_data: bool = False) -> pd.DataFrame:
     """Return the current ZooKeeper nodes of each cluster."""
     lk = open_lake(lake)
     if _is_v1(lk):
         return _v1_latest_zk_nodes(lk, cluster_name)
-    return _state_rows(lk, "zk_nodes", _with_data_clusters(lk, False), cluster_name)
+    return _state_rows(lk, "zk_nodes", _with_data_clusters(lk, with_data), cluster_name)
 
 
 def latest_fleet_state(lake: LakeLike, *, with_data: bool = False) -> FleetState:
