@@ -55,6 +55,7 @@ TOPIC_FIELDS: tuple[str, ...] = (
 )  # fmt: skip
 CLUSTER_FIELDS: tuple[str, ...] = ("tags_json", "cluster_id", "zk_cluster_id", "controller_id")
 COMPACT_EVERY_S = 600.0
+COMPACT_EVERY_POLLS = 100  # also by count, so a short interval cannot pile up files between runs
 RETENTION_EVERY_S = 3600.0
 
 
@@ -136,6 +137,7 @@ class FleetWriter:
         self.memory: dict[str, ClusterMemory] = _memory_from_state(lake, self.manifest)
         self.incidents = IncidentTracker(lake, flush_interval_s=flush_interval_s)
         self._last_compact: datetime | None = None
+        self._polls_since_compact = 0
         self._last_retention: datetime | None = None
 
     def write(self, poll: FleetPoll, *, status_rows: bool = True) -> WriteResult:
@@ -179,8 +181,12 @@ class FleetWriter:
                 row = self._status_row(poll, snapshot)
                 if snapshot.cluster_name in degraded:
                     row.update(status="degraded", error=degraded[snapshot.cluster_name])
-                rows.append(_fit_status_row(row))
-            self.lake.write(CLUSTER_SNAPSHOTS, rows, poll_id=poll.poll_id)
+                rows.append(row)
+            try:
+                table = pa.Table.from_pylist(rows, schema=schema_for(CLUSTER_SNAPSHOTS))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                table = pa.Table.from_pylist([_fit_status_row(r) for r in rows], schema=schema_for(CLUSTER_SNAPSHOTS))
+            self.lake.write(CLUSTER_SNAPSHOTS, table, poll_id=poll.poll_id)
             result.status_rows = len(rows)
         result.changes = len(changes)
         result.clusters_rewritten = sorted(updates)
@@ -307,11 +313,17 @@ class FleetWriter:
         return {k: pa.concat_tables(v) if v else state.empty_state(k) for k, v in parts.items()}
 
     def maintain(self, now: datetime, retention_days: int | None) -> None:
-        """Compact the day tables (every 10 min) and apply retention (hourly); cheap when nothing is due."""
-        if self._last_compact is None or (now - self._last_compact).total_seconds() >= COMPACT_EVERY_S:
+        """Compact the day tables (every 10 min or 100 polls) and apply retention (hourly); cheap when not due."""
+        self._polls_since_compact += 1
+        if (
+            self._last_compact is None
+            or (now - self._last_compact).total_seconds() >= COMPACT_EVERY_S
+            or self._polls_since_compact >= COMPACT_EVERY_POLLS
+        ):
             for table in DAY_TABLES:
                 self.lake.compact(table, now=now)
             self._last_compact = now
+            self._polls_since_compact = 0
         if retention_days and (
             self._last_retention is None or (now - self._last_retention).total_seconds() >= RETENTION_EVERY_S
         ):
