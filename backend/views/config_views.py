@@ -240,10 +240,11 @@ def current_alerts(alerts: pd.DataFrame, latest_polls: dict[str, str], now: pd.T
     fleet = alerts["source"] == "fleet"
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
     recent_event = alerts["rule"].isin(EVENT_RULES) & (pd.to_datetime(alerts["raised_at"], utc=True) >= now - EVENT_WINDOW)
-    if "status" in alerts and alerts.loc[fleet, "status"].notna().any():
-        standing = (alerts["status"] == "open") & ~alerts["rule"].isin(EVENT_RULES)
-        return alerts[~fleet | standing | recent_event]
     latest = alerts["cluster"].map(latest_polls)
+    if "status" in alerts and alerts.loc[fleet, "status"].notna().any():
+        # Incidents: the open ones, plus events (one-off incidents) of each cluster's latest poll.
+        standing = (alerts["status"] == "open") & ~alerts["rule"].isin(EVENT_RULES)
+        return alerts[~fleet | standing | (alerts["poll_id"] == latest) | recent_event]
     return alerts[~fleet | (alerts["poll_id"] == latest) | recent_event]
 
 
