@@ -697,7 +697,11 @@ def fleet_state_at(lake: LakeLike, at: datetime) -> FleetState:
         elif kind == "zk_nodes":
             row["path"] = r.subject
         entities[kind][key] = row
-    status = poll_history(lk, since=at - timedelta(days=1), until=at)
+    status = empty_frame(CLUSTER_SNAPSHOTS)
+    for window in (timedelta(minutes=10), timedelta(days=1)):  # a short window first: few rows to read
+        status = poll_history(lk, since=at - window, until=at)
+        if set(cluster_state) <= set(status["cluster_name"]):
+            break
     status = status.sort_values("poll_id").drop_duplicates("cluster_name", keep="last")
     status = status[status["cluster_name"].isin(set(cluster_state) | set(status["cluster_name"]))]
     frames = {}

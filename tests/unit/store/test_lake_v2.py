@@ -159,3 +159,49 @@ def test_v1_lake_migrates_without_loss(tmp_path: Path) -> None:
     kinds = set(readers.changes(root)["kind"])
     assert {"topic_recreated", "broker_version_changed", "controller_changed", "topic_created"} <= kinds
     assert readers.poll_history(root).shape[0] == 12  # the status rows are kept as they were
+
+
+def test_open_incidents_survive_a_restart_and_resolve_once(tmp_path: Path) -> None:
+    fleet = Fleet()
+    writer = FleetWriter(Lake(tmp_path))
+    for i in range(3):
+        writer.write(fleet.poll(START + timedelta(seconds=30 * i)))
+    writer.close(START + timedelta(minutes=2))
+    restarted = FleetWriter(Lake(tmp_path))  # a new process: open incidents come from the lake
+    restarted.write(fleet.poll(START + timedelta(minutes=3)))
+    skew = readers.incidents(tmp_path, rule="version_skew")
+    assert len(skew) == 1 and skew.iloc[0]["status"] == "open"
+    fleet.previous = {}
+    healed = fleet.poll(START + timedelta(minutes=4))
+    for broker in healed.clusters[0].brokers:
+        broker.software_version = "4.1.0"
+    healed.alerts = run_checks({}, healed.clusters)
+    restarted.write(healed)
+    skew = readers.incidents(tmp_path, rule="version_skew")
+    assert len(skew) == 1 and skew.iloc[0]["status"] == "resolved"
+    assert skew.iloc[0]["polls_seen"] == 4 and skew.iloc[0]["resolved_poll_id"] == healed.poll_id
+    assert readers.incidents(tmp_path, open_only=True).empty
+    kinds = readers.changes(tmp_path, "a", entity="broker")["kind"].tolist()
+    assert kinds.count("broker_version_changed") == 2
+
+
+def test_retention_and_compaction_apply_to_every_v2_table(tmp_path: Path) -> None:
+    fleet, writer = Fleet(), FleetWriter(Lake(tmp_path))
+    for day in range(5):
+        for i in range(3):
+            at = START + timedelta(days=day, seconds=30 * i)
+            if day == 2 and i == 1:
+                fleet.topics["b"] = [*fleet.topics["b"], TopicSnapshot(f"d{day}", f"ID-d{day}", partitions=1)]
+            writer.write(fleet.poll(at))
+            writer.maintain(at, 3)
+    lake = Lake(tmp_path)
+    for table in ("cluster_snapshots", "changes", "incidents"):
+        days = lake.days(table)
+        assert days == [] or days[0] >= "2026-05-03", (table, days)
+        for day in days[:-1]:
+            assert len(lake.files(table, [day])) == 1, (table, day)  # closed days: one file
+    from backend.store.state import checkpoint_days
+
+    assert checkpoint_days(lake) == ["2026-05-03", "2026-05-04", "2026-05-05"]  # the day at the cutoff is the base
+    at = readers.fleet_state_at(tmp_path, START + timedelta(days=2, minutes=5))
+    assert "d2" in set(at.topics["topic"]) and set(at.clusters["cluster_name"]) == {"a", "b"}
