@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,7 @@ from backend.store.schemas import (
 )
 
 MISSING_BROKER_ERROR = "not registered with the cluster"
+log = logging.getLogger(__name__)
 
 
 def alert_id(poll_id: str, alert: Alert) -> str:
@@ -142,6 +144,7 @@ class FleetWriter:
 
     def write(self, poll: FleetPoll, *, status_rows: bool = True) -> WriteResult:
         """Write one poll; a cluster whose rows do not fit the schema gets a degraded status row."""
+        self._follow_other_writer()
         result = WriteResult()
         changes: list[dict[str, Any]] = []
         updates: dict[str, dict[str, pa.Table]] = {}
@@ -194,6 +197,17 @@ class FleetWriter:
         result.incidents_opened = len(transitions.opened)
         result.incidents_resolved = len(transitions.resolved)
         return result
+
+    def _follow_other_writer(self) -> None:
+        """Reload state and open incidents when another writer (e.g. a `poll --once` job) moved the lake on."""
+        current = state.read_manifest(self.lake)
+        if current is None or current.get("generation") == self.manifest.get("generation"):
+            return
+        log.info("lake %s changed under this writer (generation %s -> %s): reloading its state",
+                 self.lake.location, self.manifest.get("generation"), current.get("generation"))
+        self.manifest = current
+        self.memory = _memory_from_state(self.lake, current)
+        self.incidents = IncidentTracker(self.lake, flush_interval_s=self.incidents.flush_interval_s)
 
     def _status_row(self, poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
         memory = self.memory.get(s.cluster_name)

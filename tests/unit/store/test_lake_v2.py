@@ -205,3 +205,17 @@ def test_retention_and_compaction_apply_to_every_v2_table(tmp_path: Path) -> Non
     assert checkpoint_days(lake) == ["2026-05-03", "2026-05-04", "2026-05-05"]  # the day at the cutoff is the base
     at = readers.fleet_state_at(tmp_path, START + timedelta(days=2, minutes=5))
     assert "d2" in set(at.topics["topic"]) and set(at.clusters["cluster_name"]) == {"a", "b"}
+
+
+def test_a_second_writer_on_the_same_lake_is_followed_not_overwritten(tmp_path: Path) -> None:
+    fleet = Fleet()
+    long_running = FleetWriter(Lake(tmp_path))
+    long_running.write(fleet.poll(START))
+    fleet.topics["b"] = [*fleet.topics["b"], TopicSnapshot("from-once", "ID-once", partitions=1)]
+    FleetWriter(Lake(tmp_path)).write(fleet.poll(START + timedelta(seconds=10)))  # a `poll --once` job
+    fleet.topics["a"] = [*fleet.topics["a"], TopicSnapshot("later", "ID-later", partitions=1)]
+    long_running.write(fleet.poll(START + timedelta(seconds=30)))
+    state = readers.latest_fleet_state(tmp_path)  # every file the manifest lists exists
+    assert {"from-once", "later"} <= set(state.topics["topic"])
+    created = readers.changes(tmp_path, kinds="topic_created")["subject"].tolist()
+    assert sorted(created) == ["from-once", "later"]  # each change logged once
