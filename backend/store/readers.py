@@ -672,44 +672,36 @@ def fleet_state_at(lake: LakeLike, at: datetime) -> FleetState:
         if when <= at:
             base_at, tables = when, read
             break
-    entities: dict[str, dict[tuple[str, str], dict[str, object]]] = {
-        "brokers": {(r["cluster_name"], str(r["broker_id"])): r for r in tables["brokers"].to_pylist()},
-        "topics": {(r["cluster_name"], r["topic"]): r for r in tables["topics"].to_pylist()},
-        "zk_nodes": {(r["cluster_name"], r["path"]): r for r in tables["zk_nodes"].to_pylist()},
-    }
     cluster_state = {r["cluster_name"]: r for r in tables["clusters"].to_pylist()}
     log_rows = changes(lk, since=base_at + timedelta(microseconds=1) if base_at else None, until=at)
-    kind_of = {"broker": "brokers", "topic": "topics", "zk": "zk_nodes"}
-    for r in log_rows.itertuples(index=False):
-        after = _json(r.after_json) if isinstance(r.after_json, str) else None
-        if r.entity == "cluster":
-            cluster_state.setdefault(r.cluster_name, {"cluster_name": r.cluster_name}).update(after or {})
-            continue
-        kind = kind_of[r.entity]
-        key = (r.cluster_name, r.subject)
-        if after is None:
-            entities[kind].pop(key, None)
-            continue
-        row = {"cluster_name": r.cluster_name, "cluster_id": r.cluster_id, "poll_id": r.poll_id,
-               "polled_at": r.seen_at, **after}
-        if kind == "brokers":
-            row["broker_id"] = int(r.subject)
-        elif kind == "zk_nodes":
-            row["path"] = r.subject
-        entities[kind][key] = row
+    for r in log_rows[log_rows["entity"] == "cluster"].itertuples(index=False):
+        cluster_state.setdefault(r.cluster_name, {"cluster_name": r.cluster_name}).update(_json(r.after_json))
+    frames = {}
+    for entity, kind, key in (("broker", "brokers", "broker_id"), ("topic", "topics", "topic"),
+                              ("zk", "zk_nodes", "path")):
+        base = tables[kind].to_pandas()
+        columns = schema_for(STATE_TABLES[kind]).names
+        # The last change of each entity in the window replaces its checkpoint row (or removes it).
+        last = log_rows[log_rows["entity"] == entity].drop_duplicates(["cluster_name", "subject"], keep="last")
+        if not last.empty:
+            changed = pd.MultiIndex.from_arrays([last["cluster_name"], last["subject"]])
+            mine = pd.MultiIndex.from_arrays([base["cluster_name"], base[key].astype(str)])
+            base = base[~mine.isin(changed)]
+            rows = []
+            for r in last[last["after_json"].notna()].itertuples(index=False):
+                row = {"cluster_name": r.cluster_name, "cluster_id": r.cluster_id, "poll_id": r.poll_id,
+                       "polled_at": r.seen_at, **_json(r.after_json)}
+                row[key] = int(r.subject) if key == "broker_id" else r.subject
+                rows.append(row)
+            if rows:
+                base = pd.concat([base, pd.DataFrame(rows).reindex(columns=columns)], ignore_index=True)
+        frames[kind] = base.reindex(columns=columns).sort_values(["cluster_name", key]).reset_index(drop=True)
     status = empty_frame(CLUSTER_SNAPSHOTS)
     for window in (timedelta(minutes=10), timedelta(days=1)):  # a short window first: few rows to read
         status = poll_history(lk, since=at - window, until=at)
         if set(cluster_state) <= set(status["cluster_name"]):
             break
     status = status.sort_values("poll_id").drop_duplicates("cluster_name", keep="last")
-    status = status[status["cluster_name"].isin(set(cluster_state) | set(status["cluster_name"]))]
-    frames = {}
-    for kind, rows in entities.items():
-        frame = pd.DataFrame(list(rows.values()))
-        columns = schema_for(STATE_TABLES[kind]).names
-        frame = frame.reindex(columns=columns) if not frame.empty else empty_frame(STATE_TABLES[kind])
-        frames[kind] = frame.sort_values(list(columns[2:4])).reset_index(drop=True)
     clusters = status.copy()
     for column in ("cluster_id", "zk_cluster_id", "controller_id", "tags_json"):
         replayed = clusters["cluster_name"].map(lambda n, c=column: cluster_state.get(n, {}).get(c))
