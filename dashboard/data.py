@@ -65,8 +65,8 @@ def lake_problems(location: str) -> list[str]:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def cluster_history(location: str) -> pd.DataFrame:
-    """Every cluster snapshot row, oldest first (small: one row per cluster per poll)."""
-    return frames.poll_history(location)
+    """Cluster rows with each cluster's last known id, oldest first (not the whole poll history on a v2 lake)."""
+    return frames.known_clusters(location)
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)

@@ -390,6 +390,21 @@ def latest_clusters(lake: LakeLike, *, lookback_days: int = 2, with_data: bool =
     return out.sort_values("cluster_name").reset_index(drop=True)
 
 
+def known_clusters(lake: LakeLike) -> pd.DataFrame:
+    """Every cluster the lake knows, with its last known id: the state rows and the newest status rows.
+
+    Oldest first, so `id_to_name` lets the newest name of an id win. A v1 lake gives its whole
+    poll history (what callers used before).
+    """
+    lk = open_lake(lake)
+    if _is_v1(lk):
+        return poll_history(lk)
+    stored = state.read_state(lk, "clusters").to_pandas()
+    newest = _newest_status(lk)
+    frame = pd.concat([stored, newest], ignore_index=True) if not stored.empty else newest
+    return frame.sort_values(["polled_at", "cluster_name"]).reset_index(drop=True)
+
+
 def _state_rows(lk: Lake, kind: str, clusters: pd.DataFrame, cluster_name: str | None) -> pd.DataFrame:
     """Current state rows of the given clusters, stamped with each cluster's newest poll id and time."""
     table = STATE_TABLES[kind]

@@ -100,6 +100,11 @@ def zk_nodes_last_seen(location: str, cluster: str) -> pd.DataFrame:
     return nodes[nodes["poll_id"] == nodes["poll_id"].max()].reset_index(drop=True)
 
 
+def known_clusters(location: str) -> pd.DataFrame:
+    """Cluster rows with each cluster's last known id (v2: state + newest status; v1: the whole history)."""
+    return readers.known_clusters(location)
+
+
 def poll_history(location: str, cluster: str | None = None) -> pd.DataFrame:
     """cluster_snapshots rows over time, oldest first."""
     return readers.poll_history(location, cluster)
