@@ -48,6 +48,8 @@ def _reader_work(root: Path) -> dict[str, tuple[int, int]]:
         ("latest", lambda: readers.latest_fleet_state(root)),
         ("cluster", lambda: readers.latest_topics(root, "a")),
         ("incidents", lambda: readers.incidents(root, open_only=True)),
+        ("known_clusters", lambda: readers.known_clusters(root)),
+        ("alerts", lambda: readers.alerts(root)),
     ):
         with read_stats() as stats:
             call()
