@@ -58,8 +58,8 @@ def lake_problems(location: str) -> list[str]:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def cluster_history(location: str) -> pd.DataFrame:
-    """Every cluster snapshot row, oldest first (small: one row per cluster per poll)."""
-    return frames.poll_history(location)
+    """Cluster rows with each cluster's last known id, oldest first (not the whole poll history on a v2 lake)."""
+    return frames.known_clusters(location)
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
@@ -95,7 +95,9 @@ def latest_topics_of(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
 def recent_changes(location: str, cluster: str) -> pd.DataFrame:
-    """Recent changes of one cluster over its last HISTORY_POLLS polls."""
+    """Recent changes of one cluster: from the change log (v2 lake), else over its last HISTORY_POLLS polls."""
+    if frames.is_v2(location):
+        return fleet_views.recent_changes_from_log(frames.changes(location, cluster), cluster)
     mine = frames.poll_history(location, cluster).tail(HISTORY_POLLS)
     polls = set(mine["poll_id"])
     topics = frames.read_snapshots(location, "topic_snapshots", polls, cluster)

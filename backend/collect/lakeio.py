@@ -1,15 +1,20 @@
-"""Fleet polls to lake rows and back: the poller's writer and its previous-state loader."""
+"""Fleet polls into the lake (status rows, changed state, change log, incidents) and back."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
+from backend.collect.incidents import IncidentTracker
 from backend.collect.model import (
     Alert,
     BrokerSnapshot,
@@ -17,12 +22,13 @@ from backend.collect.model import (
     FleetPoll,
     TopicSnapshot,
 )
-from backend.store import readers
-from backend.store.lake import Lake
+from backend.store import readers, state
+from backend.store.lake import Lake, LakeError, _to_table
 from backend.store.schemas import (
     BROKER_SNAPSHOTS,
+    CHANGES,
     CLUSTER_SNAPSHOTS,
-    FLEET_ALERTS,
+    DAY_TABLES,
     SCHEMA_VERSION,
     TOPIC_SNAPSHOTS,
     ZK_SNAPSHOTS,
@@ -30,6 +36,7 @@ from backend.store.schemas import (
 )
 
 MISSING_BROKER_ERROR = "not registered with the cluster"
+log = logging.getLogger(__name__)
 
 
 def alert_id(poll_id: str, alert: Alert) -> str:
@@ -38,103 +45,398 @@ def alert_id(poll_id: str, alert: Alert) -> str:
     return hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
 
 
-def _table(name: str, columns: dict[str, list[Any]], rows: int) -> pa.Table:
-    schema = schema_for(name)
-    columns["schema_version"] = [SCHEMA_VERSION] * rows
-    return pa.Table.from_pydict({f.name: columns[f.name] for f in schema}, schema=schema)
+BROKER_FIELDS: tuple[str, ...] = (
+    "host", "port", "rack", "is_controller", "reachable", "software_name", "software_version",
+    "version_provenance", "version_min", "version_max", "version_confidence", "api_versions_json", "error",
+)  # fmt: skip
+VERSION_FIELDS = ("software_name", "software_version", "version_provenance", "version_min", "version_max")
+ADDRESS_FIELDS = ("host", "port", "rack")
+TOPIC_FIELDS: tuple[str, ...] = (
+    "topic_id", "zk_topic_id", "partitions", "replication_factor", "internal", "under_replicated",
+    "offline_partitions",
+)  # fmt: skip
+CLUSTER_FIELDS: tuple[str, ...] = ("tags_json", "cluster_id", "zk_cluster_id", "controller_id")
+COMPACT_EVERY_S = 600.0
+COMPACT_EVERY_POLLS = 100  # also by count, so a short interval cannot pile up files between runs
+RETENTION_EVERY_S = 3600.0
 
 
-def poll_tables(poll: FleetPoll) -> dict[str, pa.Table]:
-    """Return the lake tables of one poll, columnar (fast for 100,000s of topics)."""
-    at, pid = poll.polled_at, poll.poll_id
-    clusters = poll.clusters
-    cluster_cols: dict[str, list[Any]] = {f.name: [] for f in schema_for(CLUSTER_SNAPSHOTS)}
-    for s in clusters:
-        live = s.live_brokers
-        values = {
-            "poll_id": pid,
-            "polled_at": at,
-            "cluster_name": s.cluster_name,
-            "tags_json": json.dumps(s.tags, sort_keys=True),
-            "cluster_id": s.cluster_id,
-            "zk_cluster_id": s.zk_cluster_id,
-            "controller_id": s.controller_id,
-            "status": s.status,
-            "error": s.error,
-            "broker_count": len(live) if s.has_data else None,
-            "brokers_reachable": sum(1 for b in live if b.reachable) if s.has_data else None,
-            "topic_count": len(s.topics) if s.has_data else None,
-            "partition_count": s.partition_count if s.has_data else None,
-            "under_replicated": s.under_replicated if s.has_data else None,
-            "offline_partitions": s.offline_partitions if s.has_data else None,
-            "duration_ms": round(s.duration_ms, 3),
-        }
-        for key, value in values.items():
-            cluster_cols[key].append(value)
-
-    broker_rows = [(s, b) for s in clusters for b in s.brokers]
-    broker_cols: dict[str, list[Any]] = {
-        "poll_id": [pid] * len(broker_rows),
-        "polled_at": [at] * len(broker_rows),
-        "cluster_name": [s.cluster_name for s, _ in broker_rows],
-        "cluster_id": [s.cluster_id for s, _ in broker_rows],
-    }
-    for attr in (
-        "broker_id", "host", "port", "rack", "is_controller", "reachable", "software_name",
-        "software_version", "version_provenance", "version_min", "version_max",
-        "version_confidence", "api_versions_json", "probe_ms", "error",
-    ):  # fmt: skip
-        broker_cols[attr] = [getattr(b, attr) for _, b in broker_rows]
-
-    topic_count = sum(len(s.topics) for s in clusters)
-    topic_cols: dict[str, list[Any]] = {
-        "poll_id": [pid] * topic_count,
-        "polled_at": [at] * topic_count,
-        "cluster_name": [s.cluster_name for s in clusters for _ in s.topics],
-        "cluster_id": [s.cluster_id for s in clusters for _ in s.topics],
-    }
-    for attr in (
-        "topic", "topic_id", "zk_topic_id", "partitions", "replication_factor", "internal",
-        "under_replicated", "offline_partitions",
-    ):  # fmt: skip
-        topic_cols[attr] = [getattr(t, attr) for s in clusters for t in s.topics]
-
-    zk_rows = [(s.cluster_name, path, value) for s in clusters for path, value in s.zk_nodes]
-    zk_cols: dict[str, list[Any]] = {
-        "poll_id": [pid] * len(zk_rows),
-        "polled_at": [at] * len(zk_rows),
-        "cluster_name": [r[0] for r in zk_rows],
-        "path": [r[1] for r in zk_rows],
-        "value": [r[2] for r in zk_rows],
-    }
-    alerts = poll.alerts
-    alert_cols: dict[str, list[Any]] = {
-        "alert_id": [alert_id(pid, a) for a in alerts],
-        "raised_at": [at] * len(alerts),
-        "poll_id": [pid] * len(alerts),
-        "rule": [a.rule for a in alerts],
-        "severity": [a.severity for a in alerts],
-        "cluster_name": [a.cluster_name for a in alerts],
-        "subject": [a.subject for a in alerts],
-        "evidence_json": [json.dumps(a.evidence, sort_keys=True, default=str) for a in alerts],
-        "explanation": [a.explanation for a in alerts],
-        "doc_url": [a.doc_url for a in alerts],
-    }
+def status_row(poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
+    """The poll status row of one cluster (cluster_snapshots columns)."""
+    live = s.live_brokers
     return {
-        ZK_SNAPSHOTS: _table(ZK_SNAPSHOTS, zk_cols, len(zk_rows)),
-        TOPIC_SNAPSHOTS: _table(TOPIC_SNAPSHOTS, topic_cols, topic_count),
-        BROKER_SNAPSHOTS: _table(BROKER_SNAPSHOTS, broker_cols, len(broker_rows)),
-        FLEET_ALERTS: _table(FLEET_ALERTS, alert_cols, len(alerts)),
-        CLUSTER_SNAPSHOTS: _table(CLUSTER_SNAPSHOTS, cluster_cols, len(clusters)),
+        "poll_id": poll.poll_id,
+        "polled_at": poll.polled_at,
+        "cluster_name": s.cluster_name,
+        "tags_json": json.dumps(s.tags, sort_keys=True),
+        "cluster_id": s.cluster_id,
+        "zk_cluster_id": s.zk_cluster_id,
+        "controller_id": s.controller_id,
+        "status": s.status,
+        "error": s.error,
+        "broker_count": len(live) if s.has_data else None,
+        "brokers_reachable": sum(1 for b in live if b.reachable) if s.has_data else None,
+        "topic_count": len(s.topics) if s.has_data else None,
+        "partition_count": s.partition_count if s.has_data else None,
+        "under_replicated": s.under_replicated if s.has_data else None,
+        "offline_partitions": s.offline_partitions if s.has_data else None,
+        "duration_ms": round(s.duration_ms, 3),
+        "schema_version": SCHEMA_VERSION,
     }
 
 
-def write_fleet_poll(lake: Lake, poll: FleetPoll) -> dict[str, str | None]:
-    """Write one poll; cluster_snapshots goes last, so a reader that sees it sees the whole poll."""
-    written: dict[str, str | None] = {}
-    for table, data in poll_tables(poll).items():
-        written[table] = lake.write(table, data, poll_id=poll.poll_id)
-    return written
+@dataclass
+class ClusterMemory:
+    """What the writer last committed for one cluster: the baseline of the next change detection."""
+
+    cluster: dict[str, Any]
+    brokers: dict[int, dict[str, Any]]
+    topics: dict[str, tuple[Any, ...]]
+    zk: dict[str, str]
+    topics_ref: object = None  # the poller reuses an unchanged topic list: identity means unchanged
+    counts: tuple[int, int, int] | None = None
+
+
+@dataclass
+class WriteResult:
+    """What one poll wrote."""
+
+    status_rows: int = 0
+    changes: int = 0
+    clusters_rewritten: list[str] = field(default_factory=list)
+    degraded: dict[str, str] = field(default_factory=dict)
+    incidents_opened: int = 0
+    incidents_resolved: int = 0
+
+
+def _dumps(value: Mapping[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(dict(value), sort_keys=True, default=str)
+
+
+def _topic_dict(topics: list[TopicSnapshot]) -> dict[str, tuple[Any, ...]]:
+    return {
+        t.topic: (t.topic_id, t.zk_topic_id, t.partitions, t.replication_factor, t.internal, t.under_replicated,
+                  t.offline_partitions)
+        for t in topics
+    }
+
+
+def _topic_row(name: str, values: tuple[Any, ...]) -> dict[str, Any]:
+    return {"topic": name, **dict(zip(TOPIC_FIELDS, values, strict=True))}
+
+
+class FleetWriter:
+    """Writes polls into the v2 lake: status rows, changed cluster state, change log, incidents."""
+
+    def __init__(self, lake: Lake, *, flush_interval_s: float = 60.0, migrate: bool = True) -> None:
+        """Open the lake's state (migrating a v1 lake first) as the baseline of change detection."""
+        from backend.collect.migrate import migrate_v1_if_needed
+
+        self.lake = lake
+        if migrate:
+            migrate_v1_if_needed(lake)
+        self.manifest = state.read_manifest(lake) or state.new_manifest()
+        self.memory: dict[str, ClusterMemory] = _memory_from_state(lake, self.manifest)
+        self.incidents = IncidentTracker(lake, flush_interval_s=flush_interval_s)
+        self._last_compact: datetime | None = None
+        self._polls_since_compact = 0
+        self._last_retention: datetime | None = None
+
+    def write(self, poll: FleetPoll, *, status_rows: bool = True) -> WriteResult:
+        """Write one poll; a cluster whose rows do not fit the schema gets a degraded status row."""
+        self._follow_other_writer()
+        result = WriteResult()
+        changes: list[dict[str, Any]] = []
+        updates: dict[str, dict[str, pa.Table]] = {}
+        degraded: dict[str, str] = {}
+        for snapshot in poll.clusters:
+            if not snapshot.has_data:
+                continue
+            try:
+                cluster_changes, tables, memory = self._diff(poll, snapshot)
+                for kind, table in tables.items():
+                    _to_table(state.STATE_TABLES[kind], table, schema_for(state.STATE_TABLES[kind]))
+                if cluster_changes:
+                    pa.Table.from_pylist(cluster_changes, schema=schema_for(CHANGES))
+            except (LakeError, pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                degraded[snapshot.cluster_name] = f"rows do not fit the lake schema: {str(exc)[:300]}"
+                continue
+            changes.extend(cluster_changes)
+            if tables:
+                updates[snapshot.cluster_name] = tables
+            self.memory[snapshot.cluster_name] = memory
+        if changes:
+            self.lake.write(CHANGES, changes, poll_id=poll.poll_id)
+        if updates:
+            self.manifest = state.write_cluster_states(self.lake, self.manifest, updates)
+        day = poll.polled_at.astimezone(UTC).date().isoformat()
+        if self.manifest.get("checkpoint_day") != day and self.memory:
+            state.write_checkpoint(self.lake, day, self.state_tables(), poll.polled_at)
+            self.manifest = {**self.manifest, "checkpoint_day": day}
+            state.write_manifest(self.lake, self.manifest)
+        with_data = [s.cluster_name for s in poll.clusters if s.has_data and s.cluster_name not in degraded]
+        alerts = [a for a in poll.alerts if a.cluster_name not in degraded]
+        transitions = self.incidents.observe(poll.poll_id, poll.polled_at, alerts, with_data)
+        self.incidents.commit(poll.poll_id, poll.polled_at, transitions)
+        if status_rows:
+            rows = []
+            for snapshot in poll.clusters:
+                row = self._status_row(poll, snapshot)
+                if snapshot.cluster_name in degraded:
+                    row.update(status="degraded", error=degraded[snapshot.cluster_name])
+                rows.append(row)
+            try:
+                table = pa.Table.from_pylist(rows, schema=schema_for(CLUSTER_SNAPSHOTS))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                table = pa.Table.from_pylist([_fit_status_row(r) for r in rows], schema=schema_for(CLUSTER_SNAPSHOTS))
+            self.lake.write(CLUSTER_SNAPSHOTS, table, poll_id=poll.poll_id)
+            result.status_rows = len(rows)
+        result.changes = len(changes)
+        result.clusters_rewritten = sorted(updates)
+        result.degraded = degraded
+        result.incidents_opened = len(transitions.opened)
+        result.incidents_resolved = len(transitions.resolved)
+        return result
+
+    def _follow_other_writer(self) -> None:
+        """Reload state and open incidents when another writer (e.g. a `poll --once` job) moved the lake on."""
+        current = state.read_manifest(self.lake)
+        if current is None or current.get("generation") == self.manifest.get("generation"):
+            return
+        log.info("lake %s changed under this writer (generation %s -> %s): reloading its state",
+                 self.lake.location, self.manifest.get("generation"), current.get("generation"))
+        self.manifest = current
+        self.memory = _memory_from_state(self.lake, current)
+        self.incidents = IncidentTracker(self.lake, flush_interval_s=self.incidents.flush_interval_s)
+
+    def _status_row(self, poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
+        memory = self.memory.get(s.cluster_name)
+        if s.has_data and memory is not None and memory.topics_ref is s.topics and memory.counts is not None:
+            # Unchanged topic list: reuse the counts instead of summing thousands of topics again.
+            partitions, urp, offline = memory.counts
+            row = status_row(FleetPoll(poll.poll_id, poll.polled_at, [], [], 0.0), _no_topics(s))
+            row.update(topic_count=len(s.topics), partition_count=partitions, under_replicated=urp,
+                       offline_partitions=offline)
+            return row
+        row = status_row(poll, s)
+        if s.has_data and memory is not None and memory.topics_ref is s.topics:
+            memory.counts = (row["partition_count"], row["under_replicated"], row["offline_partitions"])
+        return row
+
+    def _diff(
+        self, poll: FleetPoll, s: ClusterSnapshot
+    ) -> tuple[list[dict[str, Any]], dict[str, pa.Table], ClusterMemory]:
+        name = s.cluster_name
+        prev = self.memory.get(name)
+        changes: list[dict[str, Any]] = []
+
+        def change(entity: str, kind: str, subject: str, before: Any, after: Any) -> None:
+            changes.append({
+                "change_id": hashlib.sha1(f"{poll.poll_id}\x1f{name}\x1f{entity}\x1f{kind}\x1f{subject}".encode()).hexdigest()[:20],
+                "poll_id": poll.poll_id, "seen_at": poll.polled_at, "cluster_name": name,
+                "cluster_id": s.cluster_id, "entity": entity, "kind": kind, "subject": subject,
+                "before_json": _dumps(before), "after_json": _dumps(after), "schema_version": SCHEMA_VERSION,
+            })
+
+        cluster = {f: v for f, v in status_row(poll, _no_topics(s)).items() if f in CLUSTER_FIELDS}
+        brokers = {b.broker_id: {f: getattr(b, f) for f in BROKER_FIELDS} for b in s.brokers}
+        zk = dict(s.zk_nodes)
+        if prev is not None and prev.topics_ref is s.topics:
+            topics = prev.topics
+        else:
+            topics = _topic_dict(s.topics)
+        tables: dict[str, pa.Table] = {}
+        if prev is None:
+            change("cluster", "cluster_first_seen", name, None, cluster)
+            for bid, b in sorted(brokers.items()):
+                change("broker", "broker_first_seen", str(bid), None, b)
+            for t, values in sorted(topics.items()):
+                change("topic", "topic_first_seen", t, None, _topic_row(t, values))
+            for path, value in sorted(zk.items()):
+                change("zk", "zk_node_first_seen", path, None, {"value": value})
+            changed = {"clusters", "brokers", "topics", "zk_nodes"}
+        else:
+            changed = set()
+            for f, kind in (("cluster_id", "cluster_id_changed"), ("zk_cluster_id", "zk_cluster_id_changed"),
+                            ("controller_id", "controller_changed"), ("tags_json", "tags_changed")):
+                if cluster[f] != prev.cluster.get(f):
+                    change("cluster", kind, name, prev.cluster, cluster)
+                    changed.add("clusters")
+            if brokers != prev.brokers:
+                changed.add("brokers")
+                for bid in sorted(set(brokers) | set(prev.brokers)):
+                    old, new = prev.brokers.get(bid), brokers.get(bid)
+                    if old == new:
+                        continue
+                    if old is None:
+                        kind = "broker_appeared"
+                    elif new is None:
+                        kind = "broker_gone"
+                    elif any(old[f] != new[f] for f in VERSION_FIELDS) and new["reachable"]:
+                        kind = "broker_version_changed"
+                    elif any(old[f] != new[f] for f in ADDRESS_FIELDS):
+                        kind = "broker_address_changed"
+                    else:
+                        kind = "broker_state_changed"
+                    change("broker", kind, str(bid), old, new)
+            if topics is not prev.topics and topics != prev.topics:
+                changed.add("topics")
+                for t in sorted(set(topics) | set(prev.topics)):
+                    old_t, new_t = prev.topics.get(t), topics.get(t)
+                    if old_t == new_t:
+                        continue
+                    if old_t is None:
+                        kind = "topic_created"
+                    elif new_t is None:
+                        kind = "topic_deleted"
+                    elif old_t[0] and new_t[0] and old_t[0] != new_t[0]:
+                        kind = "topic_recreated"
+                    elif old_t[2] != new_t[2]:
+                        kind = "topic_partitions_changed"
+                    elif old_t[3] != new_t[3]:
+                        kind = "topic_rf_changed"
+                    else:
+                        kind = "topic_changed"
+                    change("topic", kind, t, _topic_row(t, old_t) if old_t else None,
+                           _topic_row(t, new_t) if new_t else None)
+            if zk != prev.zk:
+                changed.add("zk_nodes")
+                for path in sorted(set(zk) | set(prev.zk)):
+                    old_v, new_v = prev.zk.get(path), zk.get(path)
+                    if old_v != new_v:
+                        kind = "zk_node_added" if old_v is None else "zk_node_removed" if new_v is None else "zk_node_changed"
+                        change("zk", kind, path, None if old_v is None else {"value": old_v},
+                               None if new_v is None else {"value": new_v})
+            if changed:
+                changed.add("clusters")  # the cluster row carries the counts of the state it describes
+        memory = ClusterMemory(cluster=cluster, brokers=brokers, topics=topics, zk=zk, topics_ref=s.topics)
+        if prev is not None and prev.topics_ref is s.topics:
+            memory.counts = prev.counts
+        for kind in sorted(changed):
+            tables[kind] = _state_table(kind, poll, s, memory)
+        return changes, tables, memory
+
+    def state_tables(self) -> dict[str, pa.Table]:
+        """The whole current state from memory (for checkpoints)."""
+        parts: dict[str, list[pa.Table]] = {k: [] for k in state.KINDS}
+        for name in sorted(self.memory):
+            tables = state.read_state(self.lake, "clusters", name, self.manifest)
+            parts["clusters"].append(tables)
+            for kind in ("brokers", "topics", "zk_nodes"):
+                parts[kind].append(state.read_state(self.lake, kind, name, self.manifest))
+        return {k: pa.concat_tables(v) if v else state.empty_state(k) for k, v in parts.items()}
+
+    def maintain(self, now: datetime, retention_days: int | None) -> None:
+        """Compact the day tables (every 10 min or 100 polls) and apply retention (hourly); cheap when not due."""
+        self._polls_since_compact += 1
+        if (
+            self._last_compact is None
+            or (now - self._last_compact).total_seconds() >= COMPACT_EVERY_S
+            or self._polls_since_compact >= COMPACT_EVERY_POLLS
+        ):
+            for table in DAY_TABLES:
+                self.lake.compact(table, now=now)
+            self._last_compact = now
+            self._polls_since_compact = 0
+        if retention_days and (
+            self._last_retention is None or (now - self._last_retention).total_seconds() >= RETENTION_EVERY_S
+        ):
+            self.lake.apply_retention(retention_days, today=now.date())
+            state.apply_checkpoint_retention(self.lake, retention_days, today=now.date())
+            self._last_retention = now
+
+    def close(self, at: datetime) -> None:
+        """Flush pending incident updates."""
+        self.incidents.flush(at)
+
+
+def _no_topics(s: ClusterSnapshot) -> ClusterSnapshot:
+    return replace(s, topics=[])
+
+
+def _fit_status_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Return the row if it fits cluster_snapshots, else a degraded row that says why (nothing raises)."""
+    try:
+        pa.Table.from_pylist([row], schema=schema_for(CLUSTER_SNAPSHOTS))
+        return row
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        keep = ("poll_id", "polled_at", "cluster_name", "duration_ms", "schema_version")
+        fitted = {k: row.get(k) for k in keep}
+        fitted["cluster_name"] = str(fitted["cluster_name"])
+        fitted.update(status="degraded", error=f"status row does not fit the lake schema: {str(exc)[:300]}")
+        return fitted
+
+
+def _state_table(kind: str, poll: FleetPoll, s: ClusterSnapshot, memory: ClusterMemory) -> pa.Table:
+    base = {"poll_id": poll.poll_id, "polled_at": poll.polled_at, "cluster_name": s.cluster_name}
+    if kind == "clusters":
+        rows = [status_row(poll, s)]
+        return pa.Table.from_pylist(rows, schema=schema_for(CLUSTER_SNAPSHOTS))
+    if kind == "brokers":
+        rows = [{**base, "cluster_id": s.cluster_id, "broker_id": b.broker_id,
+                 **{f: getattr(b, f) for f in BROKER_FIELDS}, "probe_ms": b.probe_ms,
+                 "schema_version": SCHEMA_VERSION} for b in s.brokers]
+        return pa.Table.from_pylist(rows, schema=schema_for(BROKER_SNAPSHOTS))
+    if kind == "zk_nodes":
+        rows = [{**base, "path": p, "value": v, "schema_version": SCHEMA_VERSION} for p, v in s.zk_nodes]
+        return pa.Table.from_pylist(rows, schema=schema_for(ZK_SNAPSHOTS))
+    names = list(memory.topics)
+    n = len(names)
+    cols: dict[str, list[Any]] = {
+        "poll_id": [poll.poll_id] * n, "polled_at": [poll.polled_at] * n, "cluster_name": [s.cluster_name] * n,
+        "cluster_id": [s.cluster_id] * n, "topic": names,
+    }
+    values = list(memory.topics.values())
+    for i, f in enumerate(TOPIC_FIELDS):
+        cols[f] = [v[i] for v in values]
+    cols["schema_version"] = [SCHEMA_VERSION] * n
+    schema = schema_for(TOPIC_SNAPSHOTS)
+    return pa.Table.from_pydict({f.name: cols[f.name] for f in schema}, schema=schema)
+
+
+def _memory_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, ClusterMemory]:
+    if not manifest.get("clusters"):
+        return {}
+    clusters = state.read_state(lake, "clusters", manifest=manifest).to_pylist()
+    brokers = state.read_state(lake, "brokers", manifest=manifest).to_pylist()
+    topics = state.read_state(lake, "topics", manifest=manifest).to_pylist()
+    zk = state.read_state(lake, "zk_nodes", manifest=manifest).to_pylist()
+    out: dict[str, ClusterMemory] = {}
+    for row in clusters:
+        out[row["cluster_name"]] = ClusterMemory(
+            cluster={f: row[f] for f in CLUSTER_FIELDS}, brokers={}, topics={}, zk={}
+        )
+    for b in brokers:
+        if b["cluster_name"] in out:
+            out[b["cluster_name"]].brokers[b["broker_id"]] = {f: b[f] for f in BROKER_FIELDS}
+    for t in topics:
+        if t["cluster_name"] in out:
+            out[t["cluster_name"]].topics[t["topic"]] = tuple(t[f] for f in TOPIC_FIELDS)
+    for z in zk:
+        if z["cluster_name"] in out:
+            out[z["cluster_name"]].zk[z["path"]] = z["value"]
+    return out
+
+
+_WRITERS: dict[str, FleetWriter] = {}
+
+
+def fleet_writer(lake: Lake) -> FleetWriter:
+    """The process's writer of a lake (cached; reloaded when another writer moved the state on)."""
+    writer = _WRITERS.get(lake.location)
+    manifest = state.read_manifest(lake)
+    current_gen = manifest.get("generation") if manifest else None
+    if writer is None or current_gen != (writer.manifest.get("generation") if manifest else None) or (
+        manifest is None and writer.memory
+    ):
+        writer = FleetWriter(lake)
+        _WRITERS[lake.location] = writer
+    return writer
+
+
+def write_fleet_poll(lake: Lake, poll: FleetPoll) -> WriteResult:
+    """Write one poll: changed state and change log, incidents, then the status rows (the poll's commit)."""
+    return fleet_writer(lake).write(poll)
 
 
 def _opt(value: Any) -> Any:
@@ -148,12 +450,13 @@ def _opt_int(value: Any) -> int | None:
     return int(value) if value is not None else None
 
 
-def snapshots_from_state(state: readers.FleetState) -> dict[str, ClusterSnapshot]:
+def snapshots_from_state(fleet: readers.FleetState) -> dict[str, ClusterSnapshot]:
     """Rebuild ClusterSnapshots (for checks) from lake rows, e.g. after a process restart."""
     out: dict[str, ClusterSnapshot] = {}
-    brokers_by = {k: g for k, g in state.brokers.groupby("cluster_name")} if not state.brokers.empty else {}
-    topics_by = {k: g for k, g in state.topics.groupby("cluster_name")} if not state.topics.empty else {}
-    for row in state.clusters.itertuples(index=False):
+    brokers_by = {k: g for k, g in fleet.brokers.groupby("cluster_name")} if not fleet.brokers.empty else {}
+    topics_by = {k: g for k, g in fleet.topics.groupby("cluster_name")} if not fleet.topics.empty else {}
+    zk_by = {k: g for k, g in fleet.zk_nodes.groupby("cluster_name")} if not fleet.zk_nodes.empty else {}
+    for row in fleet.clusters.itertuples(index=False):
         name = row.cluster_name
         brokers = []
         missing = []
@@ -198,6 +501,8 @@ def snapshots_from_state(state: readers.FleetState) -> dict[str, ClusterSnapshot
                     )
                 )
         tags = json.loads(row.tags_json) if _opt(row.tags_json) else {}
+        zframe = zk_by.get(name)
+        zk_nodes = list(zip(zframe["path"].tolist(), zframe["value"].tolist(), strict=True)) if zframe is not None else []
         out[name] = ClusterSnapshot(
             cluster_name=name,
             status=row.status,
@@ -211,6 +516,7 @@ def snapshots_from_state(state: readers.FleetState) -> dict[str, ClusterSnapshot
             brokers=brokers,
             topics=topics,
             missing_broker_ids=missing,
+            zk_nodes=zk_nodes,
             duration_ms=float(_opt(row.duration_ms) or 0.0),
         )
     return out

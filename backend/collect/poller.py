@@ -13,8 +13,8 @@ from typing import Any
 from backend.collect.checks import run_checks
 from backend.collect.lakeio import (
     MISSING_BROKER_ERROR,
+    FleetWriter,
     load_previous_state,
-    write_fleet_poll,
 )
 from backend.collect.model import (
     BrokerSnapshot,
@@ -463,14 +463,19 @@ def run_poller(
     if interval_s <= 0:
         raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
     stop = stop or threading.Event()
+    # The writer restarts from the lake's current state (migrating a v1 lake first) and keeps the
+    # previous state in memory, so a poll of an unchanged fleet writes only its status rows.
+    writer = FleetWriter(lake)
     previous = load_previous_state(lake)
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
         last = poll_fleet(fleet, previous, clients=clients, prober=prober)
         try:
-            write_fleet_poll(lake, last)
-            lake.apply_retention(fleet.settings.retention_days)
+            result = writer.write(last)
+            for name, reason in result.degraded.items():
+                log.error("cluster %s of poll %s not written: %s", name, last.poll_id, reason)
+            writer.maintain(last.polled_at, fleet.settings.retention_days)
         except (OSError, LakeError) as exc:
             log.error("writing poll %s to %s failed: %s", last.poll_id, lake.location, exc)
             if once:
@@ -483,4 +488,9 @@ def run_poller(
         if once:
             break
         stop.wait(max(0.0, interval_s - (time.monotonic() - cycle_start)))
+    if last is not None:
+        try:
+            writer.close(last.polled_at)
+        except OSError as exc:
+            log.error("flushing incidents to %s failed: %s", lake.location, exc)
     return last

@@ -41,7 +41,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
     """Read the lake and results for the chosen clusters; raise ReportError on bad input."""
     if len(clusters) < 1:
         raise ReportError("choose at least one cluster")
-    history = frames.poll_history(location)
+    history = frames.known_clusters(location)
     latest = fleet_views.latest_clusters(history)
     names = config_views.id_to_name(history)
     known = set(latest["cluster_name"]) | set(names.values())

@@ -18,6 +18,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by spark-submit: make `backend` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
@@ -169,7 +170,22 @@ def _conform(df: DataFrame, name: str, computed_at: datetime) -> DataFrame:
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-def _broker_versions(spark: SparkSession, lake: _Lake) -> DataFrame | None:
+def _broker_versions(spark: SparkSession, lake: _Lake, location: str | None = None) -> DataFrame | None:
+    if location is not None and lake.exists("_state", "fleet", "state.json"):
+        # Lake v2: no broker row per poll any more; the current brokers come from the lake's state.
+        from backend.store.readers import latest_brokers
+
+        brokers = latest_brokers(location)
+        columns = ["cluster_id", "polled_at", "software_version", "version_min", "version_provenance"]
+        if brokers.empty:
+            return None
+        rows = [
+            (r[0], r[1].to_pydatetime(), *(None if pd.isna(v) else v for v in r[2:]))
+            for r in brokers[columns].itertuples(index=False, name=None)
+        ]
+        types = "cluster_id string, polled_at timestamp, software_version string, version_min string, " \
+                "version_provenance string"
+        return rules_mod.broker_major_versions(spark.createDataFrame(rows, types))
     if not lake.exists("broker_snapshots"):
         return None
     try:
@@ -352,7 +368,7 @@ def run_analysis(
     groups = T.group_drift_from_counts(agg["group_counts"]).cache()
     cached += [dist, pairs, groups]
     alerts = rules_mod.instance_alerts(configs).unionByName(rules_mod.fleet_alerts(
-        agg["client_id_counts"], groups, agg[TOO_OLD], _broker_versions(spark, paths)))
+        agg["client_id_counts"], groups, agg[TOO_OLD], _broker_versions(spark, paths, lake)))
     if prior_alerts is not None:
         alerts = alerts.unionByName(prior_alerts)
     frames = {

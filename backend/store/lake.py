@@ -1,4 +1,4 @@
-"""The snapshot lake: day-partitioned Parquet tables with atomic writes and retention."""
+"""The lake: day-partitioned Parquet tables with atomic writes, compaction and retention."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import pyarrow.fs as pafs
 
 from backend.store.atomic import remove_stale_temps, write_parquet_atomic
 from backend.store.location import LakeLocation, LakeLocationError, parse_lake
-from backend.store.schemas import SCHEMA_VERSION, TABLES, schema_for
+from backend.store.schemas import DAY_TABLES, SCHEMA_VERSION, TABLES, schema_for
+from backend.store.stats import count_read
 
 _POLL_ID_RE = re.compile(r"^[0-9]{8}T[0-9]{12}Z-[0-9a-f]{6,32}$")
 _DAY_DIR_RE = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
@@ -40,11 +41,25 @@ def poll_id_time(poll_id: str) -> datetime:
 
 @dataclass(frozen=True)
 class LakeFile:
-    """One Parquet file of a table: its day partition, poll id and full path."""
+    """One Parquet file of a table: its day partition, (last) poll id and full path.
+
+    A compacted file covers the polls first_poll_id..poll_id (its name is `<first>__<last>_<hex>`).
+    """
 
     day: str
     poll_id: str
     path: str
+    first_poll_id: str = ""
+
+    @property
+    def first(self) -> str:
+        """The first poll the file covers."""
+        return self.first_poll_id or self.poll_id
+
+    @property
+    def merged(self) -> bool:
+        """Whether the file is the output of a compaction."""
+        return bool(self.first_poll_id)
 
 
 class Lake:
@@ -102,8 +117,13 @@ class Lake:
                     continue
                 if not name.endswith(".parquet"):
                     continue
-                poll_id = name[: -len(".parquet")].rsplit("_", 1)[0]
-                out.append(LakeFile(day=day, poll_id=poll_id, path=info.path))
+                stem = name[: -len(".parquet")].rsplit("_", 1)[0]
+                first, _, last = stem.partition("__")
+                if last:
+                    out.append(LakeFile(day=day, poll_id=last, path=info.path, first_poll_id=first))
+                else:
+                    out.append(LakeFile(day=day, poll_id=stem, path=info.path))
+        out = _drop_covered(out)
         out.sort(key=lambda f: (f.poll_id, f.path))
         return out
 
@@ -152,14 +172,60 @@ class Lake:
                     format="parquet",
                     filesystem=self.fs,
                 )
-                return dataset.to_table(columns=cols, filter=filter)
+                out = dataset.to_table(columns=cols, filter=filter)
+                count_read(table, len(chosen), out.num_rows)
+                return out
             except FileNotFoundError:
-                # Retention removed a file between listing and reading: list again.
+                # Compaction or retention removed a file between listing and reading: list again
+                # and take the files that now hold the same polls (a compacted file covers them).
                 if attempt == 2:
                     raise
                 if files is not None:
-                    files = [f for f in files if self._exists(f.path)]
+                    spans = [(f.first, f.poll_id) for f in files]
+                    relisted = self.files(table, {f.day for f in files})
+                    files = [f for f in relisted if any(f.first <= hi and f.poll_id >= lo for lo, hi in spans)]
         raise AssertionError("unreachable")
+
+    def compact(self, table: str, *, now: datetime | None = None) -> list[str]:
+        """Merge a day table's small files: closed days into one file, each hour of today into one.
+
+        The merged file is written first (its name says which polls it covers, so listings drop the
+        inputs at once), then the inputs are deleted: a reader sees the inputs or the merged file,
+        never both and never neither. The newest file is never merged. Returns the merged paths.
+        """
+        if table not in DAY_TABLES:
+            raise LakeError(f"{table} is not a compactable day table")
+        now = (now or datetime.now(UTC)).astimezone(UTC)
+        today = now.date().isoformat()
+        written: list[str] = []
+        for day in self.days(table):
+            files = self.files(table, [day])
+            if day == today:
+                files = files[:-1]  # keep the newest file as it is: latest readers open only it
+                groups: dict[str, list[LakeFile]] = {}
+                for f in files:
+                    if f.first[:11] == f.poll_id[:11]:
+                        groups.setdefault(f.poll_id[:11], []).append(f)
+                batches = [g for g in groups.values() if len(g) > 1]
+            else:
+                batches = [files] if len(files) > 1 else []
+            for batch in batches:
+                written.append(self._merge(table, day, batch))
+        return written
+
+    def _merge(self, table: str, day: str, batch: Sequence[LakeFile]) -> str:
+        data = self.read(table, batch)
+        data = data.sort_by([("poll_id", "ascending")]) if "poll_id" in data.column_names else data
+        first = min(f.first for f in batch)
+        last = max(f.poll_id for f in batch)
+        final = f"{self.table_dir(table)}/date={day}/{first}__{last}_{uuid.uuid4().hex[:8]}.parquet"
+        write_parquet_atomic(self.where, final, data)
+        for f in batch:
+            try:
+                self.fs.delete_file(f.path)
+            except FileNotFoundError:
+                pass
+        return final
 
     def apply_retention(self, retention_days: int, *, today: date | None = None) -> list[str]:
         """Delete day partitions older than retention_days and stale temp files; return deleted."""
@@ -177,6 +243,26 @@ class Lake:
                 else:
                     deleted.extend(remove_stale_temps(self.where, path))
         return deleted
+
+    def state_dir(self, *parts: str) -> str:
+        """Return a directory under the lake's `_state/fleet` (state files, checkpoints)."""
+        return "/".join([self.root, "_state", "fleet", *parts])
+
+
+def _drop_covered(files: list[LakeFile]) -> list[LakeFile]:
+    """Drop files whose polls a compacted file already holds (the merge wrote it, inputs not yet gone)."""
+    merged = [f for f in files if f.merged]
+    if not merged:
+        return files
+    out = []
+    for f in files:
+        covered = any(
+            m is not f and m.first <= f.first and f.poll_id <= m.poll_id and (m.first, m.poll_id) != (f.first, f.poll_id)
+            for m in merged
+        )
+        if not covered:
+            out.append(f)
+    return out
 
 
 def _to_table(table: str, rows: Sequence[Mapping[str, Any]] | pa.Table, schema: pa.Schema) -> pa.Table:

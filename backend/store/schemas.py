@@ -1,10 +1,13 @@
-"""Explicit pyarrow schemas of the snapshot lake tables."""
+"""Explicit pyarrow schemas of the lake: day tables, state tables, and the layout versions."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+# Version 1: every poll wrote every cluster, broker, topic, ZooKeeper row and alert.
+# Version 2: status rows per poll, current state rewritten on change, change log, incidents.
+SCHEMA_VERSION = 2
+LAYOUT_VERSION = 2
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -13,6 +16,8 @@ BROKER_SNAPSHOTS = "broker_snapshots"
 TOPIC_SNAPSHOTS = "topic_snapshots"
 ZK_SNAPSHOTS = "zk_snapshots"
 FLEET_ALERTS = "fleet_alerts"
+CHANGES = "changes"
+INCIDENTS = "incidents"
 
 SCHEMAS: dict[str, pa.Schema] = {
     CLUSTER_SNAPSHOTS: pa.schema(
@@ -104,7 +109,57 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 
+SCHEMAS[CHANGES] = pa.schema(
+    [
+        ("change_id", pa.string()),
+        ("poll_id", pa.string()),
+        ("seen_at", _TS),
+        ("cluster_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("entity", pa.string()),  # cluster / broker / topic / zk
+        ("kind", pa.string()),
+        ("subject", pa.string()),  # topic name, broker id, ZooKeeper path, or the cluster name
+        ("before_json", pa.string()),  # the whole state row before (null when it appeared)
+        ("after_json", pa.string()),  # the whole state row after (null when it went away)
+        ("schema_version", pa.int32()),
+    ]
+)
+SCHEMAS[INCIDENTS] = pa.schema(
+    [
+        ("incident_id", pa.string()),
+        ("rule", pa.string()),
+        ("severity", pa.string()),
+        ("cluster_name", pa.string()),
+        ("subject", pa.string()),
+        ("status", pa.string()),  # open / resolved
+        ("one_off", pa.bool_()),  # an event: opened and resolved by the same poll
+        ("opened_at", _TS),
+        ("opened_poll_id", pa.string()),
+        ("last_seen_at", _TS),
+        ("last_poll_id", pa.string()),
+        ("resolved_at", _TS),
+        ("resolved_poll_id", pa.string()),
+        ("polls_seen", pa.int64()),
+        ("evidence_json", pa.string()),  # at opening
+        ("latest_evidence_json", pa.string()),
+        ("explanation", pa.string()),
+        ("doc_url", pa.string()),
+        ("schema_version", pa.int32()),
+    ]
+)
+
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
+# Written by schema version 1 only; read by the migration and removed by retention.
+LEGACY_TABLES: tuple[str, ...] = (BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS)
+# Append-only day tables of version 2, compacted in the background.
+DAY_TABLES: tuple[str, ...] = (CLUSTER_SNAPSHOTS, CHANGES, INCIDENTS)
+# The current state of each cluster (one file per cluster per kind), with the v1 snapshot columns.
+STATE_TABLES: dict[str, str] = {
+    "clusters": CLUSTER_SNAPSHOTS,
+    "brokers": BROKER_SNAPSHOTS,
+    "topics": TOPIC_SNAPSHOTS,
+    "zk_nodes": ZK_SNAPSHOTS,
+}
 
 
 def schema_for(table: str) -> pa.Schema:
@@ -117,4 +172,4 @@ def schema_for(table: str) -> pa.Schema:
 
 def time_column(table: str) -> str:
     """Return the timestamp column of a table (raised_at for alerts, polled_at otherwise)."""
-    return "raised_at" if table == FLEET_ALERTS else "polled_at"
+    return {FLEET_ALERTS: "raised_at", CHANGES: "seen_at", INCIDENTS: "opened_at"}.get(table, "polled_at")

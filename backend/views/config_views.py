@@ -173,7 +173,7 @@ def ingest_counts(stats: pd.DataFrame) -> IngestCounts:
 
 
 ALERT_COLUMNS = ["raised_at", "severity", "source", "rule", "cluster", "subject", "evidence",
-                 "rationale", "doc_url", "poll_id"]
+                 "rationale", "doc_url", "poll_id", "status", "last_seen_at", "resolved_at"]
 
 
 def _subject(row: pd.Series) -> str:
@@ -193,6 +193,10 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
             "rule": fleet["rule"], "cluster": fleet["cluster_name"], "subject": fleet["subject"].fillna(""),
             "evidence": fleet["evidence_json"].fillna(""), "rationale": fleet["explanation"].fillna(""),
             "doc_url": fleet["doc_url"], "poll_id": fleet["poll_id"],
+            # Incidents (lake v2): open/resolved and when last seen; a v1 lake has per-poll alerts.
+            "status": fleet["status"] if "status" in fleet else None,
+            "last_seen_at": pd.to_datetime(fleet["last_seen_at"], utc=True) if "last_seen_at" in fleet else pd.NaT,
+            "resolved_at": pd.to_datetime(fleet["resolved_at"], utc=True) if "resolved_at" in fleet else pd.NaT,
         }))
     if not config.empty:
         parts.append(pd.DataFrame({
@@ -201,7 +205,8 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
             "subject": config.apply(_subject, axis=1),
             "evidence": config["observed_json"].map(_redact_observed),
             "rationale": config["title"].fillna("") + ": " + config["explanation"].fillna(""),
-            "doc_url": config["doc_url"], "poll_id": None,
+            "doc_url": config["doc_url"], "poll_id": None, "status": "open",
+            "last_seen_at": pd.to_datetime(config["computed_at"], utc=True), "resolved_at": pd.NaT,
         }))
     if not parts:
         return pd.DataFrame(columns=ALERT_COLUMNS)
@@ -231,11 +236,15 @@ EVENT_WINDOW = pd.Timedelta(hours=24)
 
 
 def current_alerts(alerts: pd.DataFrame, latest_polls: dict[str, str], now: pd.Timestamp | None = None) -> pd.DataFrame:
-    """Standing fleet alerts of each cluster's latest poll, fleet events of the last 24 h, and every config alert."""
+    """Open fleet incidents (v1 lake: alerts of each cluster's latest poll), fleet events of the last 24 h, config alerts."""
     fleet = alerts["source"] == "fleet"
-    latest = alerts["cluster"].map(latest_polls)
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
     recent_event = alerts["rule"].isin(EVENT_RULES) & (pd.to_datetime(alerts["raised_at"], utc=True) >= now - EVENT_WINDOW)
+    latest = alerts["cluster"].map(latest_polls)
+    if "status" in alerts and alerts.loc[fleet, "status"].notna().any():
+        # Incidents: the open ones, plus events (one-off incidents) of each cluster's latest poll.
+        standing = (alerts["status"] == "open") & ~alerts["rule"].isin(EVENT_RULES)
+        return alerts[~fleet | standing | (alerts["poll_id"] == latest) | recent_event]
     return alerts[~fleet | (alerts["poll_id"] == latest) | recent_event]
 
 

@@ -279,3 +279,49 @@ def recent_changes(topic_history: pd.DataFrame, broker_history: pd.DataFrame,
                          "before": str(int(a["controller_id"])), "after": str(int(b["controller_id"]))})
     frame = pd.DataFrame(rows, columns=columns)
     return frame.sort_values("at", ascending=False).reset_index(drop=True) if rows else frame
+
+
+CHANGE_LABELS = {
+    "topic_created": "topic created",
+    "topic_deleted": "topic deleted",
+    "topic_recreated": "topic recreated",
+    "topic_partitions_changed": "partitions changed",
+    "topic_rf_changed": "replication factor changed",
+    "broker_version_changed": "broker upgraded",
+    "broker_appeared": "broker appeared",
+    "broker_gone": "broker gone",
+    "broker_address_changed": "broker moved",
+    "controller_changed": "controller moved",
+    "cluster_id_changed": "cluster id changed",
+    "zk_cluster_id_changed": "ZooKeeper cluster id changed",
+}
+_CHANGE_FIELD = {"topic": "topic_id", "topic_partitions_changed": "partitions", "topic_rf_changed": "replication_factor",
+                 "broker_address_changed": "host", "controller_changed": "controller_id", "cluster_id_changed":
+                 "cluster_id", "zk_cluster_id_changed": "zk_cluster_id"}
+
+
+def _side(text: object, kind: str, entity: str) -> str:
+    if not isinstance(text, str) or not text:
+        return ""
+    row = json.loads(text)
+    if entity == "broker" and kind == "broker_version_changed":
+        return software_label(pd.Series(row))
+    field = _CHANGE_FIELD.get(kind) or _CHANGE_FIELD.get(entity, "")
+    value = row.get(field) if field else None
+    return "" if value is None else str(value)
+
+
+def recent_changes_from_log(changes: pd.DataFrame, cluster: str, limit: int = 200) -> pd.DataFrame:
+    """The recent_changes frame (at, change, subject, before, after) from the lake's change log."""
+    columns = ["at", "change", "subject", "before", "after"]
+    mine = changes[(changes["cluster_name"] == cluster) & changes["kind"].isin(CHANGE_LABELS)] if not changes.empty else changes
+    if mine.empty:
+        return pd.DataFrame(columns=columns)
+    mine = mine.sort_values("seen_at", ascending=False).head(limit)
+    subject = [f"broker {s}" if e == "broker" else ("controller" if k == "controller_changed" else s)
+               for s, e, k in zip(mine["subject"], mine["entity"], mine["kind"], strict=True)]
+    return pd.DataFrame({
+        "at": mine["seen_at"].to_numpy(), "change": mine["kind"].map(CHANGE_LABELS).to_numpy(), "subject": subject,
+        "before": [_side(t, k, e) for t, k, e in zip(mine["before_json"], mine["kind"], mine["entity"], strict=True)],
+        "after": [_side(t, k, e) for t, k, e in zip(mine["after_json"], mine["kind"], mine["entity"], strict=True)],
+    }, columns=columns).reset_index(drop=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pyarrow as pa
@@ -70,13 +71,31 @@ def latest_rows(location: str, table: str, cluster: str | None = None, *, with_d
     raise ValueError(f"no latest view of {table!r}")
 
 
+def changes(location: str, cluster: str | None = None, *, days: int = 7) -> pd.DataFrame:
+    """Change-log rows of the last `days` days (v2 lake), oldest first."""
+    since = datetime.now(UTC) - timedelta(days=days)
+    return readers.changes(location, cluster, since=since)
+
+
+def is_v2(location: str) -> bool:
+    """Whether the lake has v2 state (current state + change log)."""
+    return readers.state.read_manifest(Lake(location)) is not None
+
+
 def zk_nodes_last_seen(location: str, cluster: str) -> pd.DataFrame:
     """ZooKeeper nodes of the cluster's newest poll that read any (even if the cluster is down now)."""
+    if is_v2(location):
+        return readers.latest_zk_nodes(location, cluster, with_data=True)
     recent = set(poll_history(location, cluster)["poll_id"].tail(ZK_LOOKBACK_POLLS))
     nodes = read_snapshots(location, "zk_snapshots", recent, cluster)
     if nodes.empty:
         return nodes.reset_index(drop=True)
     return nodes[nodes["poll_id"] == nodes["poll_id"].max()].reset_index(drop=True)
+
+
+def known_clusters(location: str) -> pd.DataFrame:
+    """Cluster rows with each cluster's last known id (v2: state + newest status; v1: the whole history)."""
+    return readers.known_clusters(location)
 
 
 def poll_history(location: str, cluster: str | None = None) -> pd.DataFrame:

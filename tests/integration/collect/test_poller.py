@@ -25,6 +25,7 @@ from backend.collect.poller import poll_fleet, run_poller
 from backend.lab.fleet import LabFleet
 from backend.store import readers
 from backend.store.lake import Lake
+from backend.store.state import read_manifest
 from tests.integration.collect.conftest import (
     fleet_from,
     kafka4_toml,
@@ -368,8 +369,13 @@ def test_reader_never_sees_a_partial_poll_while_the_poller_writes(lab_fleet: Lab
                 assert (topics.poll_id == row.poll_id).all()
                 assert len(brokers) >= row.broker_count
                 checked += 1
-            for file in Lake(lake).files("topic_snapshots")[-3:]:
-                pq.ParquetFile(file.path).read()  # a half-written file would not parse
+            manifest = read_manifest(Lake(lake)) or {"clusters": {}}
+            for entry in manifest["clusters"].values():
+                for path in entry.values():
+                    try:
+                        pq.ParquetFile(path).read()  # a half-written state file would not parse
+                    except FileNotFoundError:
+                        pass  # replaced by a newer generation after we read the manifest
     finally:
         stop.set()
         thread.join(timeout=60)

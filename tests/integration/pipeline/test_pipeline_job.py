@@ -89,20 +89,19 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any) 
 
 
 def _write_poll(lake: str, cluster_id: str, version: str) -> None:
-    """One poll of one cluster whose brokers report a version (what the poller writes)."""
+    """One poll of one cluster whose brokers report a version, through the poller's writer."""
     from datetime import UTC, datetime
 
-    from backend.store.lake import Lake, new_poll_id
+    from backend.collect.lakeio import write_fleet_poll
+    from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll
+    from backend.store.lake import Lake, new_poll_id, poll_id_time
 
-    now = datetime.now(UTC)
-    poll_id = new_poll_id(now)
-    store = Lake(lake)
-    store.write("cluster_snapshots", [{"poll_id": poll_id, "polled_at": now, "cluster_name": "east-cluster",
-                                       "cluster_id": cluster_id, "status": "ok", "broker_count": 1}], poll_id=poll_id)
-    store.write("broker_snapshots", [{"poll_id": poll_id, "polled_at": now, "cluster_name": "east-cluster",
-                                      "cluster_id": cluster_id, "broker_id": 1, "reachable": True,
-                                      "software_name": "Kafka", "software_version": version,
-                                      "version_provenance": "reported"}], poll_id=poll_id)
+    poll_id = new_poll_id(datetime.now(UTC))
+    at = poll_id_time(poll_id)
+    broker = BrokerSnapshot(1, "b1", 9092, reachable=True, software_name="Kafka", software_version=version,
+                            version_provenance="reported")
+    cluster = ClusterSnapshot("east-cluster", "ok", at, poll_id, cluster_id=cluster_id, brokers=[broker])
+    write_fleet_poll(Lake(lake), FleetPoll(poll_id, at, [cluster], [], 1.0))
 
 
 def test_new_broker_versions_rerun_the_rules_without_new_configs(spark: Any, tmp_path: Path) -> None:

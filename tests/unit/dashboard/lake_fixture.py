@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from backend.collect.migrate import migrate_v1_if_needed
 from backend.store.config_schemas import arrow_schema
 from backend.store.lake import Lake
 
@@ -246,10 +247,13 @@ def build_results(root: Path) -> None:
     ])
 
 
-def build_lake(root: Path, *, with_results: bool = True) -> Path:
-    """Build the full fixture lake under root and return it."""
+def build_lake(root: Path, *, with_results: bool = True, migrate: bool = True) -> Path:
+    """Build the full fixture lake under root and return it (migrated to the v2 model unless migrate=False)."""
     root.mkdir(parents=True, exist_ok=True)
     build_snapshots(root)
+    if migrate:
+        # The snapshots are written in the v1 layout; the pages read the lake the poller writes now.
+        migrate_v1_if_needed(Lake(root))
     if with_results:
         build_results(root)
     return root

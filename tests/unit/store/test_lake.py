@@ -79,10 +79,12 @@ def test_readers_on_missing_and_empty_lake_return_typed_empty_frames(
     for location in (tmp_path / "missing", tmp_path):
         state = readers.latest_fleet_state(location)
         assert list(state.clusters.columns) == SCHEMAS["cluster_snapshots"].names
-        assert list(state.brokers.columns) == SCHEMAS["broker_snapshots"].names
-        assert list(state.topics.columns) == SCHEMAS["topic_snapshots"].names
+        # v2 adds columns after the v1 ones (state_poll_id; the incident columns of alerts).
+        assert list(state.brokers.columns) == SCHEMAS["broker_snapshots"].names + ["state_poll_id"]
+        assert list(state.topics.columns) == SCHEMAS["topic_snapshots"].names + ["state_poll_id"]
         assert state.clusters.empty and state.topics.empty
-        assert list(readers.alerts(location).columns) == SCHEMAS["fleet_alerts"].names
+        assert list(readers.alerts(location).columns) == SCHEMAS["fleet_alerts"].names + readers.ALERT_EXTRA_COLUMNS
+        assert readers.incidents(location).empty and readers.changes(location).empty
         assert list(readers.version_timeline(location).columns) == readers.VERSION_TIMELINE_COLUMNS
         assert list(readers.topic_id_changes(location).columns) == readers.TOPIC_ID_CHANGE_COLUMNS
         assert readers.poll_history(location).empty

@@ -1,0 +1,155 @@
+"""Incident tracker: per-poll check results -> incidents opened, updated and resolved.
+
+A condition (rule, cluster, subject) that lasts N polls is one incident: opened at the first poll
+that raises it, `last_seen_at` moved by every poll that raises it again, resolved at the first
+poll where its cluster had data and the rule did not raise it. A cluster without data (down,
+auth_failed) neither refreshes nor resolves its incidents. Change rules (a topic recreated, a
+broker upgraded, a controller moved...) are one-off incidents: opened and resolved by one poll.
+
+Open incidents live in `_state/fleet/incidents_open.parquet`, rewritten when one opens or
+resolves; a poll that only moves `last_seen_at` rewrites it at most once per `flush_interval_s`
+(so a restart loses at most that much of `last_seen_at`, never an incident). Resolved incidents
+are appended to the `incidents` day table (day of resolution).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from backend.collect.model import Alert
+from backend.store.lake import Lake
+from backend.store.schemas import INCIDENTS, SCHEMA_VERSION, schema_for
+from backend.store.state import read_open_incidents, write_open_incidents
+
+ONE_OFF_RULES = frozenset({"broker_upgraded", "topic_recreated", "topic_created", "topic_deleted", "controller_changed"})
+
+Key = tuple[str, str, str]
+
+
+def incident_id(rule: str, cluster_name: str, subject: str, opened_poll_id: str) -> str:
+    """A stable id of an incident."""
+    key = f"{opened_poll_id}\x1f{rule}\x1f{cluster_name}\x1f{subject}"
+    return hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
+
+
+def _evidence(alert: Alert) -> str:
+    return json.dumps(alert.evidence, sort_keys=True, default=str)
+
+
+@dataclass
+class Transitions:
+    """What one poll did to the incidents."""
+
+    opened: list[dict[str, Any]] = field(default_factory=list)
+    updated: int = 0
+    resolved: list[dict[str, Any]] = field(default_factory=list)
+
+
+class IncidentTracker:
+    """Turns each poll's alerts into incident transitions and keeps the open ones in the lake."""
+
+    def __init__(self, lake: Lake, *, flush_interval_s: float = 60.0) -> None:
+        """Load the open incidents of the lake."""
+        self.lake = lake
+        self.flush_interval_s = flush_interval_s
+        self.open: dict[Key, dict[str, Any]] = {}
+        for row in read_open_incidents(lake).to_pylist():
+            self.open[(row["rule"], row["cluster_name"], row["subject"])] = row
+        self._dirty = False
+        self._last_flush: datetime | None = None
+
+    def observe(
+        self, poll_id: str, at: datetime, alerts: Iterable[Alert], clusters_with_data: Iterable[str]
+    ) -> Transitions:
+        """Apply one poll's alerts; return the transitions (resolved ones still to be written)."""
+        out = Transitions()
+        seen: set[Key] = set()
+        for alert in alerts:
+            key = (alert.rule, alert.cluster_name, alert.subject)
+            if key in seen:
+                continue
+            seen.add(key)
+            if alert.rule in ONE_OFF_RULES:
+                row = self._new(poll_id, at, alert)
+                row.update(status="resolved", one_off=True, resolved_at=at, resolved_poll_id=poll_id)
+                out.resolved.append(row)
+                continue
+            existing = self.open.get(key)
+            if existing is None:
+                created = self._new(poll_id, at, alert)
+                self.open[key] = created
+                out.opened.append(created)
+                continue
+            row = existing
+            row["last_seen_at"] = at
+            row["last_poll_id"] = poll_id
+            row["polls_seen"] = int(row["polls_seen"] or 0) + 1
+            evidence = _evidence(alert)
+            if evidence != row["latest_evidence_json"] or alert.severity != row["severity"]:
+                row["latest_evidence_json"] = evidence
+                row["severity"] = alert.severity
+                row["explanation"] = alert.explanation
+            out.updated += 1
+            self._dirty = True
+        with_data = set(clusters_with_data)
+        for key in [k for k in self.open if k not in seen and k[1] in with_data]:
+            row = self.open.pop(key)
+            row.update(status="resolved", resolved_at=at, resolved_poll_id=poll_id)
+            out.resolved.append(row)
+        return out
+
+    def commit(self, poll_id: str, at: datetime, transitions: Transitions, *, force: bool = False) -> None:
+        """Write resolved incidents, then the open file when something opened/resolved or a flush is due."""
+        if transitions.resolved:
+            self.lake.write(INCIDENTS, incidents_table(transitions.resolved), poll_id=poll_id)
+        changed = bool(transitions.opened or transitions.resolved)
+        due = self._dirty and (
+            self._last_flush is None or (at - self._last_flush).total_seconds() >= self.flush_interval_s
+        )
+        if changed or due or (force and self._dirty):
+            write_open_incidents(self.lake, incidents_table(list(self.open.values())))
+            self._dirty = False
+            self._last_flush = at
+
+    def flush(self, at: datetime) -> None:
+        """Write pending last_seen updates now (e.g. when the poller stops)."""
+        if self._dirty:
+            write_open_incidents(self.lake, incidents_table(list(self.open.values())))
+            self._dirty = False
+            self._last_flush = at
+
+    @staticmethod
+    def _new(poll_id: str, at: datetime, alert: Alert) -> dict[str, Any]:
+        evidence = _evidence(alert)
+        return {
+            "incident_id": incident_id(alert.rule, alert.cluster_name, alert.subject, poll_id),
+            "rule": alert.rule,
+            "severity": alert.severity,
+            "cluster_name": alert.cluster_name,
+            "subject": alert.subject,
+            "status": "open",
+            "one_off": False,
+            "opened_at": at,
+            "opened_poll_id": poll_id,
+            "last_seen_at": at,
+            "last_poll_id": poll_id,
+            "resolved_at": None,
+            "resolved_poll_id": None,
+            "polls_seen": 1,
+            "evidence_json": evidence,
+            "latest_evidence_json": evidence,
+            "explanation": alert.explanation,
+            "doc_url": alert.doc_url,
+        }
+
+
+def incidents_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Incident rows as a table of the `incidents` schema."""
+    return pa.Table.from_pylist([{**r, "schema_version": SCHEMA_VERSION} for r in rows], schema=schema_for(INCIDENTS))

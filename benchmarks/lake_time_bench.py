@@ -1,0 +1,232 @@
+"""Lake over time: 30 days of 30 s polls (86,400) of 50 clusters x 2,000 topics through the real write path.
+
+Run: .venv/bin/python -m benchmarks.lake_time_bench [--days 30] [--clusters 50] [--topics 2000]
+     [--interval 30] [--lake DIR] [--keep-lakes DIR]
+
+Simulated clock (poll ids carry time), synthetic FleetPoll objects, no network. Churn: every hour
+one cluster gets a topic created, one deleted and one recreated (new id); one rolling upgrade a
+day (a broker every 10 min, so a version skew opens and resolves); one cluster down 5 min a day;
+one cluster with an under-replicated topic all month (one incident open the whole time).
+Polls go through `FleetWriter.write` (change detection, state files, change log, incident
+tracker) and `FleetWriter.maintain` (compaction every 10 min, retention hourly), as in the
+poller. At 1 hour, 1 day, 7 days and 30 days it prints lake bytes, files per table, write times
+and reader times. `--keep-lakes DIR` copies the lake at each checkpoint to DIR/<label>, so page
+timings can be taken on the same lakes later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from backend.collect.checks import run_checks
+from backend.collect.lakeio import FleetWriter
+from backend.collect.model import Alert, BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
+from backend.store import readers
+from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.stats import read_stats
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+CHECKPOINTS = (("1h", timedelta(hours=1)), ("1d", timedelta(days=1)), ("7d", timedelta(days=7)),
+               ("30d", timedelta(days=30)))
+
+
+class SimFleet:
+    """The synthetic fleet and its churn, reusing unchanged topic lists as the poller does."""
+
+    def __init__(self, clusters: int, topics: int) -> None:
+        self.names = [f"cluster-{c:02d}" for c in range(clusters)]
+        self.topics: dict[str, list[TopicSnapshot]] = {}
+        for c, name in enumerate(self.names):
+            self.topics[name] = [
+                TopicSnapshot(f"topic-{t:05d}", f"id-{c}-{t}-0", partitions=6, replication_factor=3,
+                              under_replicated=1 if (c == 2 and t == 0) else 0)
+                for t in range(topics)
+            ]
+        self.versions = {n: ["3.9.1"] * 3 for n in self.names}
+        self.next_topic = topics
+        self.generation = 0
+        self.previous: dict[str, ClusterSnapshot] = {}
+        self._alerts: dict[str, tuple[Any, list[Alert]]] = {}
+
+    def churn(self, at: datetime) -> None:
+        """Hourly topic churn on one cluster; the daily rolling upgrade."""
+        if at.minute == 0 and at.second == 0:
+            name = self.names[(at.hour + at.day) % len(self.names)]
+            topics = list(self.topics[name])
+            self.generation += 1
+            topics.pop(5)  # deleted
+            old = topics[6]
+            topics[6] = TopicSnapshot(old.topic, f"{old.topic_id}-r{self.generation}", partitions=6,
+                                      replication_factor=3)  # recreated
+            topics.append(TopicSnapshot(f"topic-{self.next_topic:05d}", f"id-new-{self.next_topic}", partitions=6,
+                                        replication_factor=3))  # created
+            self.next_topic += 1
+            self.topics[name] = topics
+        day = (at - START).days
+        if at.hour == 10 and at.minute in (0, 10, 20) and at.second == 0:
+            name = self.names[day % len(self.names)]
+            target = "4.1.0" if day % 2 == 0 else "3.9.1"
+            self.versions[name] = list(self.versions[name])
+            self.versions[name][at.minute // 10] = target
+
+    def poll(self, at: datetime) -> FleetPoll:
+        """One poll of the fleet at `at` (cluster-01 is down 03:00-03:05 every day)."""
+        self.churn(at)
+        poll_id = new_poll_id(at)
+        at = poll_id_time(poll_id)
+        snaps = []
+        alerts: list[Alert] = []
+        for name in self.names:
+            if name == "cluster-01" and at.hour == 3 and at.minute < 5:
+                snaps.append(ClusterSnapshot(name, "down", at, poll_id, error="timed out", duration_ms=5000.0))
+                continue
+            brokers = [BrokerSnapshot(i, f"{name}-b{i}", 9092, rack=f"r{i}", reachable=True, is_controller=i == 0,
+                                      software_name="Apache Kafka", software_version=v, version_provenance="reported")
+                       for i, v in enumerate(self.versions[name])]
+            snap = ClusterSnapshot(name, "ok", at, poll_id, cluster_id=f"CID-{name}", controller_id=0,
+                                   brokers=brokers, topics=self.topics[name], duration_ms=40.0)
+            signature = (id(snap.topics), tuple(self.versions[name]))
+            cached = self._alerts.get(name)
+            prev = self.previous.get(name)
+            if cached is not None and cached[0] == signature and prev is not None and prev.topics is snap.topics:
+                alerts.extend(cached[1])  # unchanged cluster: the standing rules say the same
+            else:
+                fresh = run_checks({name: prev} if prev else {}, [snap])
+                alerts.extend(fresh)
+                standing = [a for a in run_checks({}, [snap])]
+                self._alerts[name] = (signature, standing)
+            self.previous[name] = snap
+            snaps.append(snap)
+        return FleetPoll(poll_id, at, snaps, alerts, 50.0)
+
+
+def _dir_stats(root: Path) -> tuple[int, dict[str, int]]:
+    total = 0
+    files: dict[str, int] = {}
+    for dirpath, _, names in os.walk(root):
+        rel = Path(dirpath).relative_to(root).parts
+        key = "/".join(rel[:3]) if rel[:2] == ("_state", "fleet") else (rel[0] if rel else ".")
+        for n in names:
+            total += (Path(dirpath) / n).stat().st_size
+            files[key] = files.get(key, 0) + 1
+    return total, dict(sorted(files.items()))
+
+
+def _timed(call: Callable[[], Any]) -> dict[str, float | int]:
+    with read_stats() as stats:
+        t0 = time.perf_counter()
+        call()
+        ms = (time.perf_counter() - t0) * 1000
+    return {"ms": round(ms, 2), "files": stats.files_opened, "rows": stats.rows_read}
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {"p50": round(statistics.median(ordered), 3), "p99": round(ordered[int(len(ordered) * 0.99) - 1], 3),
+            "max": round(ordered[-1], 3), "n": len(ordered)}
+
+
+def _reader_figures(lake: Lake, name: str, now: datetime) -> dict[str, Any]:
+    """Time and count the readers the pages use (files opened, rows read)."""
+    return {
+        "latest_fleet_state": _timed(lambda: readers.latest_fleet_state(lake)),
+        "cluster_topics": _timed(lambda: readers.latest_topics(lake, name)),
+        "cluster_brokers": _timed(lambda: readers.latest_brokers(lake, name)),
+        "incidents_open": _timed(lambda: readers.incidents(lake, open_only=True)),
+        "incidents_7d": _timed(lambda: readers.incidents(lake, since=now - timedelta(days=7))),
+        "changes_1d": _timed(lambda: readers.changes(lake, since=now - timedelta(days=1))),
+        "version_timeline": _timed(lambda: readers.version_timeline(lake)),
+        "fleet_state_at_-12h": _timed(lambda: readers.fleet_state_at(lake, now - timedelta(hours=12))),
+        "poll_history_1d_one_cluster": _timed(
+            lambda: readers.poll_history(lake, name, since=now - timedelta(days=1))),
+    }
+
+
+def run(days: float, clusters: int, topics: int, interval_s: int, lake_dir: Path,
+        keep_lakes: Path | None, retention_days: int = 30) -> dict[str, Any]:
+    """Simulate the polls and return the figures at each checkpoint."""
+    lake = Lake(lake_dir)
+    writer = FleetWriter(lake)
+    fleet = SimFleet(clusters, topics)
+    end = START + timedelta(days=days)
+    marks = [(label, START + delta) for label, delta in CHECKPOINTS if START + delta <= end]
+    if not marks or marks[-1][1] != end:
+        marks.append((f"{days:g}d", end))
+    out: dict[str, Any] = {"clusters": clusters, "topics_per_cluster": topics, "interval_s": interval_s,
+                           "retention_days": retention_days, "checkpoints": {}}
+    unchanged: list[float] = []
+    changed: list[float] = []
+    maintain: list[float] = []
+    at = START
+    polls = 0
+    wall0 = time.perf_counter()
+    for label, until in marks:
+        while at < until:
+            poll = fleet.poll(at)
+            t0 = time.perf_counter()
+            result = writer.write(poll)
+            t1 = time.perf_counter()
+            writer.maintain(poll.polled_at, retention_days)
+            t2 = time.perf_counter()
+            (changed if result.changes or result.incidents_opened or result.incidents_resolved
+             else unchanged).append((t1 - t0) * 1000)
+            maintain.append((t2 - t1) * 1000)
+            polls += 1
+            at += timedelta(seconds=interval_s)
+        writer.close(at)
+        size, files = _dir_stats(lake_dir)
+        now = at - timedelta(seconds=interval_s)
+        name = fleet.names[3]
+        figures = {
+            "polls": polls,
+            "lake_bytes": size,
+            "files_per_table": files,
+            "write_ms_unchanged_poll": _percentiles(unchanged),
+            "write_ms_changed_poll": _percentiles(changed),
+            "maintain_ms": _percentiles(maintain),
+            "readers": _reader_figures(lake, name, now),
+            "open_incidents": int(len(readers.incidents(lake, open_only=True))),
+            "sim_wall_s": round(time.perf_counter() - wall0, 1),
+        }
+        out["checkpoints"][label] = figures
+        print(json.dumps({label: figures}), file=sys.stderr, flush=True)  # progress, survives a cut-short run
+        unchanged, changed, maintain = [], [], []
+        if keep_lakes is not None:
+            shutil.copytree(lake_dir, keep_lakes / label, dirs_exist_ok=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run the simulation, print one JSON document."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=float, default=30.0)
+    parser.add_argument("--clusters", type=int, default=50)
+    parser.add_argument("--topics", type=int, default=2000)
+    parser.add_argument("--interval", type=int, default=30)
+    parser.add_argument("--lake", type=Path, default=None, help="lake directory (default: a temp dir, removed)")
+    parser.add_argument("--keep-lakes", type=Path, default=None, help="copy the lake at each checkpoint here")
+    args = parser.parse_args(argv)
+    if args.lake is not None:
+        print(json.dumps(run(args.days, args.clusters, args.topics, args.interval, args.lake, args.keep_lakes),
+                         indent=1))
+        return
+    with tempfile.TemporaryDirectory(prefix="lake-time-") as tmp:
+        print(json.dumps(run(args.days, args.clusters, args.topics, args.interval, Path(tmp), args.keep_lakes),
+                         indent=1))
+
+
+if __name__ == "__main__":
+    main()
