@@ -1,11 +1,26 @@
-"""Alerts page: fleet and misconfiguration alerts in one filterable table, and alerts over time."""
+"""Alerts page: open incidents first (since when, for how long, by rule), then those resolved in a window."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from backend.views import config_views
+from backend.views import config_views, incident_views
 from dashboard import charts, components, data
+
+WINDOWS = {"last 24 hours": pd.Timedelta(hours=24), "last 7 days": pd.Timedelta(days=7),
+           "last 30 days": pd.Timedelta(days=30)}
+BOARD_CONFIG = {
+    "doc_url": st.column_config.LinkColumn("documentation", display_text="docs ↗"),
+    "since": st.column_config.DatetimeColumn("since (UTC)", format="YYYY-MM-DD HH:mm"),
+    "last_seen": st.column_config.DatetimeColumn("last seen", format="YYYY-MM-DD HH:mm"),
+    "resolved": st.column_config.DatetimeColumn("resolved", format="YYYY-MM-DD HH:mm"),
+    "for": st.column_config.TextColumn("for", help="how long it has been open (or was open)"),
+    "evidence": st.column_config.TextColumn("evidence", width="large", help="latest evidence, key = value"),
+    "evidence_at_opening": st.column_config.TextColumn("evidence at opening", width="medium"),
+    "rationale": st.column_config.TextColumn("rationale", width="large"),
+    "state": None,
+}
 
 
 def main() -> None:
@@ -18,28 +33,47 @@ def main() -> None:
         return
     if not has_results:
         components.no_results(location)
-    alerts = data.all_alerts(location)
-    visible = data.visible_result_clusters(location, set(alerts["cluster"]))
-    every = alerts[alerts["cluster"].isin(visible)]
-    alerts = every
-    if st.toggle("current only (standing alerts of the latest poll, events of the last 24 h)", value=True, key="alerts_current"):
-        alerts = config_views.current_alerts(every, data.latest_poll_ids(location))
-    cols = st.columns(4)
-    severities = cols[0].multiselect("Severity", ["critical", "warning", "info"], key="alerts_severity")
-    clusters = cols[1].multiselect("Cluster", sorted(visible), key="alerts_clusters")
-    sources = cols[2].multiselect("Source", ["fleet", "client config"], key="alerts_sources")
-    text = cols[3].text_input("Rule or subject contains", key="alerts_text")
-    shown = config_views.filter_alerts(alerts, severities=severities, clusters=clusters, sources=sources, text=text)
-    st.caption(f"{len(shown)} of {len(alerts)} alerts")
-    st.dataframe(shown, key="alerts_table", hide_index=True, column_config={
-        "doc_url": st.column_config.LinkColumn("documentation", display_text="docs ↗"),
-        "raised_at": st.column_config.DatetimeColumn("raised", format="YYYY-MM-DD HH:mm"),
-        "evidence": st.column_config.TextColumn("evidence", width="medium"),
-        "rationale": st.column_config.TextColumn("rationale", width="large"),
-        "poll_id": None,
-    })
-    history = config_views.filter_alerts(every, severities=severities, clusters=clusters, sources=sources, text=text)
-    st.plotly_chart(charts.alerts_over_time_chart(config_views.alerts_over_time(history)), key="alerts_over_time")
+    every = data.all_alerts(location)
+    visible = data.visible_result_clusters(location, set(every["cluster"]))
+    every = every[every["cluster"].isin(visible)]
+    cols = st.columns([1, 1, 1, 1, 1])
+    window = cols[0].selectbox("Resolved in", list(WINDOWS), key="alerts_window")
+    severities = cols[1].multiselect("Severity", ["critical", "warning", "info"], key="alerts_severity")
+    clusters = cols[2].multiselect("Cluster", sorted(visible), key="alerts_clusters")
+    sources = cols[3].multiselect("Source", ["fleet", "client config"], key="alerts_sources")
+    text = cols[4].text_input("Rule or subject contains", key="alerts_text")
+    chosen = config_views.filter_alerts(every, severities=severities, clusters=clusters, sources=sources, text=text)
+    now = pd.Timestamp.now(tz="UTC")
+    board = incident_views.alert_board(chosen, now=now)
+    open_rows = incident_views.open_incidents(board)
+    resolved = incident_views.resolved_incidents(board, now - WINDOWS[window])
+
+    st.subheader("Open now")
+    counts = incident_views.open_counts(board)
+    tiles = st.columns(3)
+    for col, severity in zip(tiles, ("critical", "warning", "info"), strict=True):
+        col.metric(severity, counts[severity])
+    if open_rows.empty:
+        st.success("Nothing is open.", icon=":material/check_circle:")
+    else:
+        st.dataframe(incident_views.by_rule(board, now=now), key="alerts_by_rule", hide_index=True, column_config={
+            "open": st.column_config.NumberColumn("open", help="open incidents and client-config alerts"),
+            "clusters": st.column_config.NumberColumn("clusters"),
+            "subjects": st.column_config.NumberColumn("subjects", help="topics, brokers, clients or groups"),
+            "open_since": st.column_config.DatetimeColumn("oldest since (UTC)", format="YYYY-MM-DD HH:mm"),
+            "longest": st.column_config.TextColumn("open for (longest)")})
+        st.dataframe(open_rows.drop(columns=["resolved"]), key="alerts_table", hide_index=True,
+                     column_config=BOARD_CONFIG)
+
+    st.subheader(f"Resolved in the {window}")
+    if resolved.empty:
+        st.caption("No incident was resolved in this window.")
+    else:
+        st.dataframe(resolved, key="alerts_resolved", hide_index=True, column_config=BOARD_CONFIG)
+    since = now - WINDOWS[window]
+    history = chosen[pd.to_datetime(chosen["raised_at"], utc=True) >= since]
+    st.plotly_chart(charts.alerts_over_time_chart(config_views.alerts_over_time(history),
+                                                  title=f"Opened in the {window}"), key="alerts_over_time")
 
 
 main()

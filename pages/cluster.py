@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from backend.views import fleet_views
+from backend.views import fleet_views, incident_views
 from dashboard import components, data
 
 PAGE_SIZES = (50, 100, 500)
@@ -97,13 +97,22 @@ def main() -> None:
         st.dataframe(zk, key="cluster_zk", hide_index=True)
 
     alerts = data.all_alerts(location)
-    alerts = alerts[alerts["cluster"] == cluster]
-    if not alerts.empty:
-        st.subheader("Alerts")
-        st.dataframe(alerts.head(200), key="cluster_alerts", hide_index=True,
-                     column_config={"doc_url": st.column_config.LinkColumn("documentation", display_text="docs ↗")})
+    board = incident_views.alert_board(alerts[alerts["cluster"] == cluster])
+    st.subheader("Incidents")
+    if board.empty:
+        st.caption("No incident or client-config alert for this cluster in the retention.")
+    else:
+        counts = incident_views.open_counts(board)
+        st.caption(f"{sum(counts.values())} open · {len(board) - sum(counts.values())} resolved; open ones first")
+        st.dataframe(board.head(200), key="cluster_alerts", hide_index=True, column_config={
+            "doc_url": st.column_config.LinkColumn("documentation", display_text="docs ↗"),
+            "since": st.column_config.DatetimeColumn("since (UTC)", format="YYYY-MM-DD HH:mm"),
+            "last_seen": st.column_config.DatetimeColumn("last seen", format="YYYY-MM-DD HH:mm"),
+            "resolved": st.column_config.DatetimeColumn("resolved", format="YYYY-MM-DD HH:mm"),
+            "evidence": st.column_config.TextColumn("evidence", width="large"),
+            "cluster": None, "source": None})
 
-    st.subheader("Recent changes")
+    st.subheader("Recent changes", help="from the change log: topics, brokers, cluster ids, controller")
     changes = data.recent_changes(location, cluster)
     if changes.empty:
         st.caption("No topic, version or controller changes in the recent polls.")

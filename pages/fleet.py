@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.views import config_views, fleet_views
+from backend.views import fleet_views, incident_views
 from dashboard import charts, components, data
 
 TILE_REFRESH_S = 15
@@ -14,9 +14,9 @@ TILE_REFRESH_S = 15
 def tiles(location: str) -> None:
     """Headline numbers, refreshed on their own every few seconds."""
     chosen = data.chosen_clusters(location)
-    alerts = config_views.current_alerts(data.all_alerts(location), data.latest_poll_ids(location))
-    alerts = alerts[alerts["cluster"].isin(chosen["cluster_name"])]
-    numbers = fleet_views.fleet_tiles(chosen, alerts)
+    alerts = data.all_alerts(location)
+    board = incident_views.alert_board(alerts[alerts["cluster"].isin(chosen["cluster_name"])])
+    numbers = fleet_views.fleet_tiles(chosen, incident_views.open_incidents(board))
     cols = st.columns(4)
     cols[0].metric("Clusters", len(chosen),
                    help="by status: " + ", ".join(f"{k} {v}" for k, v in numbers.clusters_by_status.items()))
@@ -24,7 +24,8 @@ def tiles(location: str) -> None:
     cols[1].metric("Brokers reachable", f"{numbers.brokers_reachable}/{numbers.brokers}")
     cols[2].metric("Topics", f"{numbers.topics:,}")
     sev = numbers.alerts_by_severity
-    cols[3].metric("Alerts", sum(sev.values()), help="fleet alerts of the latest poll and client-config alerts")
+    cols[3].metric("Open incidents", sum(sev.values()),
+                   help="open fleet incidents and the client-config alerts of the latest analysis")
     cols[3].caption(components.colored_counts(sev, components.SEVERITY_MARKDOWN_COLORS))
 
 

@@ -173,7 +173,7 @@ def ingest_counts(stats: pd.DataFrame) -> IngestCounts:
 
 
 ALERT_COLUMNS = ["raised_at", "severity", "source", "rule", "cluster", "subject", "evidence",
-                 "rationale", "doc_url", "poll_id", "status", "last_seen_at", "resolved_at"]
+                 "rationale", "doc_url", "poll_id", "status", "last_seen_at", "resolved_at", "latest_evidence"]
 
 
 def _subject(row: pd.Series) -> str:
@@ -197,6 +197,8 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
             "status": fleet["status"] if "status" in fleet else None,
             "last_seen_at": pd.to_datetime(fleet["last_seen_at"], utc=True) if "last_seen_at" in fleet else pd.NaT,
             "resolved_at": pd.to_datetime(fleet["resolved_at"], utc=True) if "resolved_at" in fleet else pd.NaT,
+            "latest_evidence": (fleet["latest_evidence_json"].fillna(fleet["evidence_json"]).fillna("")
+                                if "latest_evidence_json" in fleet else fleet["evidence_json"].fillna("")),
         }))
     if not config.empty:
         parts.append(pd.DataFrame({
@@ -207,6 +209,7 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
             "rationale": config["title"].fillna("") + ": " + config["explanation"].fillna(""),
             "doc_url": config["doc_url"], "poll_id": None, "status": "open",
             "last_seen_at": pd.to_datetime(config["computed_at"], utc=True), "resolved_at": pd.NaT,
+            "latest_evidence": config["observed_json"].map(_redact_observed),
         }))
     if not parts:
         return pd.DataFrame(columns=ALERT_COLUMNS)

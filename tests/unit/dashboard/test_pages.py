@@ -29,6 +29,8 @@ TABLE_COLUMNS = {
     "compare_side": {"value", "prod-eu", "prod-us"},
     "client_configs_versions_table": {"client_software_name", "instances"},
     "alerts_table": {"severity", "rule", "evidence", "rationale"},
+    "alerts_by_rule": {"rule", "open", "clusters", "subjects", "longest"},
+    "alerts_resolved": {"rule", "resolved", "evidence_at_opening"},
     "client_configs_group_drift": {"group_id", "members", "value_counts_json"},
 }
 
@@ -65,7 +67,7 @@ def test_fleet_lists_every_cluster_with_versions_status_and_errors(fixture_lake:
     assert table.loc["prod-eu", "page"] == "./cluster?cluster=prod-eu"
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["Brokers reachable"] == "5/6"
-    assert metrics["Alerts"] == "5"
+    assert metrics["Open incidents"] == "3"  # broker_missing (fleet) + two client-config alerts; events are resolved
 
 
 def test_sidebar_tag_filter_narrows_the_fleet(fixture_lake: Path, open_page: OpenPage) -> None:
@@ -168,12 +170,26 @@ def test_client_configs_filters_and_counts(fixture_lake: Path, open_page: OpenPa
     assert _frame(app, "client_configs_versions_table").empty
 
 
-def test_alerts_merge_fleet_and_config_alerts_and_filter(fixture_lake: Path, open_page: OpenPage) -> None:
+def test_alerts_show_open_incidents_by_rule_then_resolved_ones_in_the_window(fixture_lake: Path,
+                                                                            open_page: OpenPage) -> None:
     app = open_page(fixture_lake, "alerts")
     table = _frame(app, "alerts_table")
-    assert len(table) == 5
+    assert set(table["state"]) == {"open"}
     assert set(table["source"]) == {"fleet", "client config"}
+    assert set(table["rule"]) == {"broker_missing", "producer_acks_zero", "consumer_short_commit_interval"}
     assert list(table["severity"][:2]) == ["critical", "critical"]
+    missing = table.set_index("rule").loc["broker_missing"]
+    assert missing["evidence"] == "error = connection refused"  # readable text, not JSON
+    assert missing["for"].endswith(("d 0 h", "h", "min")) and missing["for"][0].isdigit()
+    by_rule = _frame(app, "alerts_by_rule").set_index("rule")
+    assert by_rule.loc["broker_missing", "open"] == 1 and by_rule.loc["broker_missing", "clusters"] == 1
+    assert [m.value for m in app.metric][:3] == ["2", "1", "0"]
+    # The fixture's events are two days old: resolved, outside 24 hours, inside 7 days.
+    assert not [f for f in app.dataframe if "resolved" in f.value.columns and (f.value["state"] == "resolved").any()]
+    app.selectbox(key="alerts_window").select("last 7 days").run()
+    resolved = _frame(app, "alerts_resolved").set_index("rule")
+    assert set(resolved.index) == {"topic_recreated", "controller_changed"}
+    assert resolved.loc["topic_recreated", "evidence"] == "new_topic_id = tid-orders-2; old_topic_id = tid-orders-1"
     app.multiselect(key="alerts_severity").select("critical").run()
     assert set(_frame(app, "alerts_table")["rule"]) == {"broker_missing", "producer_acks_zero"}
     app.text_input(key="alerts_text").input("acks").run()
