@@ -38,6 +38,15 @@ def cluster_key(cluster_name: str) -> str:
     return hashlib.sha1(cluster_name.encode("utf-8")).hexdigest()[:16]
 
 
+def state_path(lake: Lake, entry: str) -> str:
+    """The full path of a manifest entry. Entries are relative to `_state/fleet`, so a copied, moved or restored
+    lake reads its own files; an absolute entry (written before entries were relative) is read from the same
+    place under this lake."""
+    marker = "/_state/fleet/"
+    relative = entry.split(marker, 1)[1] if marker in entry else entry.lstrip("/")
+    return lake.state_dir(relative)
+
+
 def empty_state(kind: str) -> pa.Table:
     """An empty table of a state kind."""
     return schema_for(STATE_TABLES[kind]).empty_table()
@@ -72,11 +81,11 @@ def write_cluster_states(
     for name, kinds in updates.items():
         entry = clusters.setdefault(name, {})
         for kind, table in kinds.items():
-            path = lake.state_dir("current", kind, f"{cluster_key(name)}-{generation:012d}.parquet")
-            write_parquet_atomic(lake.where, path, table.cast(schema_for(STATE_TABLES[kind])))
+            relative = f"current/{kind}/{cluster_key(name)}-{generation:012d}.parquet"
+            write_parquet_atomic(lake.where, lake.state_dir(relative), table.cast(schema_for(STATE_TABLES[kind])))
             if entry.get(kind):
                 replaced.append(entry[kind])
-            entry[kind] = path
+            entry[kind] = relative
     out = {**manifest, "generation": generation, "clusters": clusters}
     write_manifest(lake, out)
     for path in replaced:
@@ -107,7 +116,7 @@ def read_state(
         return empty_state(kind)
     clusters = manifest.get("clusters", {})
     names = [cluster_name] if cluster_name is not None else sorted(clusters)
-    paths = [clusters[n][kind] for n in names if n in clusters and clusters[n].get(kind)]
+    paths = [state_path(lake, clusters[n][kind]) for n in names if n in clusters and clusters[n].get(kind)]
     return _read_paths(lake, kind, paths)
 
 
@@ -127,7 +136,7 @@ def _read_paths(lake: Lake, kind: str, paths: list[str]) -> pa.Table:
             fresh = read_manifest(lake) or {}
             names = [n for n, e in fresh.get("clusters", {}).items() if e.get(kind)]
             keys = {p.rsplit("/", 1)[-1].split("-")[0] for p in paths}
-            paths = [fresh["clusters"][n][kind] for n in names if cluster_key(n) in keys]
+            paths = [state_path(lake, fresh["clusters"][n][kind]) for n in names if cluster_key(n) in keys]
     raise AssertionError("unreachable")
 
 
@@ -191,8 +200,8 @@ def apply_checkpoint_retention(lake: Lake, retention_days: int, *, today: date |
     return deleted
 
 
-def _delete(lake: Lake, path: str) -> None:
+def _delete(lake: Lake, entry: str) -> None:
     try:
-        lake.fs.delete_file(path)
+        lake.fs.delete_file(state_path(lake, entry))
     except FileNotFoundError:
         pass

@@ -221,3 +221,26 @@ def test_a_second_writer_on_the_same_lake_is_followed_not_overwritten(tmp_path: 
     assert {"from-once", "later"} <= set(state.topics["topic"])
     created = readers.changes(tmp_path, kinds="topic_created")["subject"].tolist()
     assert sorted(created) == ["from-once", "later"]  # each change logged once
+
+
+def test_a_copied_lake_reads_its_own_state_files_and_old_absolute_entries_still_resolve(tmp_path: Path) -> None:
+    import json
+
+    fleet, origin = Fleet(), tmp_path / "origin"
+    writer = FleetWriter(Lake(origin))
+    for i in range(3):
+        writer.write(fleet.poll(START + timedelta(seconds=30 * i)))
+    writer.close(START + timedelta(seconds=60))
+    expected = readers.latest_topics(origin, "a")["topic_id"].tolist()
+    manifest = json.loads((origin / "_state" / "fleet" / "state.json").read_text())
+    entries = [p for c in manifest["clusters"].values() for p in c.values()]
+    assert entries and all(not p.startswith("/") and str(tmp_path) not in p for p in entries)
+    # A lake restored elsewhere (backup, copy, moved disk) reads the same state, and the origin can go.
+    shutil.copytree(origin, tmp_path / "copy")
+    shutil.rmtree(origin)
+    assert readers.latest_topics(tmp_path / "copy", "a")["topic_id"].tolist() == expected
+    # A manifest written with absolute entries (before they were relative) resolves under the lake it is in.
+    manifest["clusters"] = {n: {k: f"/elsewhere/lake/_state/fleet/{p}" for k, p in c.items()}
+                            for n, c in manifest["clusters"].items()}
+    (tmp_path / "copy" / "_state" / "fleet" / "state.json").write_text(json.dumps(manifest))
+    assert readers.latest_topics(tmp_path / "copy", "a")["topic_id"].tolist() == expected
