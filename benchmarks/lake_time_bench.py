@@ -156,8 +156,9 @@ def _reader_figures(lake: Lake, name: str, now: datetime) -> dict[str, Any]:
 
 
 def run(days: float, clusters: int, topics: int, interval_s: int, lake_dir: Path,
-        keep_lakes: Path | None, retention_days: int = 30) -> dict[str, Any]:
+        keep_lakes: Path | None, retention_days: int = 30, start: datetime = START) -> dict[str, Any]:
     """Simulate the polls and return the figures at each checkpoint."""
+    START = start
     lake = Lake(lake_dir)
     writer = FleetWriter(lake)
     fleet = SimFleet(clusters, topics)
@@ -218,14 +219,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval", type=int, default=30)
     parser.add_argument("--lake", type=Path, default=None, help="lake directory (default: a temp dir, removed)")
     parser.add_argument("--keep-lakes", type=Path, default=None, help="copy the lake at each checkpoint here")
+    parser.add_argument("--pages", action="store_true",
+                        help="also time the Fleet, Cluster and Alerts pages in Chromium and the server's peak RSS "
+                             "on the lake kept at each checkpoint (benchmarks/lake_pages_bench.py)")
+    parser.add_argument("--repeats", type=int, default=3, help="warm page visits per page and lake (with --pages)")
     args = parser.parse_args(argv)
-    if args.lake is not None:
-        print(json.dumps(run(args.days, args.clusters, args.topics, args.interval, args.lake, args.keep_lakes),
-                         indent=1))
-        return
+    # With --pages the month ends now, so the pages' time windows ("resolved in the last 7 days") hold data.
+    start = (datetime.now(UTC) - timedelta(days=args.days)).replace(second=0, microsecond=0) if args.pages else START
     with tempfile.TemporaryDirectory(prefix="lake-time-") as tmp:
-        print(json.dumps(run(args.days, args.clusters, args.topics, args.interval, Path(tmp), args.keep_lakes),
-                         indent=1))
+        keep = args.keep_lakes or (Path(tmp) / "kept" if args.pages else None)
+        out = run(args.days, args.clusters, args.topics, args.interval, args.lake or Path(tmp) / "lake", keep,
+                  start=start)
+        if args.pages and keep is not None:
+            from benchmarks.lake_pages_bench import measure_pages
+
+            out["pages"] = measure_pages({label: keep / label for label in out["checkpoints"]}, args.repeats)
+        print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
