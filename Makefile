@@ -36,10 +36,11 @@ install: $(STAMPS)/requirements
 
 install-dev: $(STAMPS)/requirements-dev
 
-# Debian packages: Chromium (UI tests, PNG/SVG export) and kcat (peer in tests and benchmarks).
+# Debian packages: Chromium (UI tests, PNG/SVG export), kcat (peer in tests and benchmarks) and Prometheus
+# (a real server scrapes the poller's metrics endpoint in the tests).
 # Installed when run as root; otherwise they must already be there.
 deps-system:
-	@bash scripts/install-system-deps.sh chromium kcat
+	@bash scripts/install-system-deps.sh chromium kcat prometheus
 
 # The demo registers its ZooKeeper-mode lab cluster in Debian's ZooKeeper server when it can.
 deps-demo-system:

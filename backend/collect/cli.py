@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
+from backend.collect.metrics import FleetMetrics, start_metrics_server
 from backend.collect.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
 from backend.collect.poller import run_poller
 from backend.config import FleetConfigError, load_fleet
@@ -32,6 +33,9 @@ def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
         help="poll once and exit (non-zero if a cluster is down)",
     )
     mode.add_argument("--interval", type=float, default=None, help="seconds between polls")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="N",
+                        help="serve Prometheus metrics on http://HOST:N/metrics (0 picks a free port)")
+    parser.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics endpoint (default 127.0.0.1)")
 
 
 def format_cluster_line(snapshot: ClusterSnapshot) -> str:
@@ -87,13 +91,32 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
         )
         return 2
     lake = resolve_lake(args.lake, fleet_lake_path=fleet.settings.lake_path)
+    on_poll = _printer(out)
+    server = None
+    if getattr(args, "metrics_port", None) is not None:
+        if not 0 <= args.metrics_port <= 65535:
+            print(f"error: --metrics-port must be 0-65535, got {args.metrics_port}", file=sys.stderr)
+            return 2
+        metrics = FleetMetrics(lake)
+        try:
+            server = start_metrics_server(metrics, args.metrics_port, args.metrics_host)
+        except OSError as exc:
+            print(f"error: metrics endpoint {args.metrics_host}:{args.metrics_port}: {exc}", file=sys.stderr)
+            return 2
+        print(f"metrics: http://{server.address}:{server.port}/metrics", file=out, flush=True)
+        printer = on_poll
+
+        def on_poll(poll: FleetPoll) -> None:
+            printer(poll)
+            metrics.update(poll)
+
     try:
         last = run_poller(
             fleet,
             lake,
             interval_s=args.interval,
             once=bool(args.once),
-            on_poll=_printer(out),
+            on_poll=on_poll,
             stop=threading.Event(),
         )
     except (LakeError, OSError) as exc:
@@ -101,6 +124,9 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
         return 2
     except KeyboardInterrupt:
         return 0
+    finally:
+        if server is not None:
+            server.close()
     if args.once and last is not None and any(s.status in NO_DATA_STATUSES for s in last.clusters):
         return 1
     return 0

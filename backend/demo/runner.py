@@ -22,12 +22,23 @@ REPO = Path(__file__).resolve().parents[2]
 RECREATED_TOPIC = ("prod-eu", "payments")
 
 
+def _metrics_port(wanted: int) -> int:
+    """The wanted port when it is free, else (or for 0) a free one, so a busy 9308 never loops the poller."""
+    if wanted > 0 and _port_free(wanted):
+        return wanted
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the demo command's options."""
     parser.add_argument("--lab", default=str(REPO / "lab.toml"), help="lab fleet file (default: lab.toml)")
     parser.add_argument("--lake", default=None, help="lake directory (default: $FLEETVIEW_LAKE, else ./lake)")
     parser.add_argument("--state-dir", default=None, help="lab state, sink, logs (default: the lab file's state_dir)")
     parser.add_argument("--port", type=int, default=8501, help="UI port (default: 8501)")
+    parser.add_argument("--metrics-port", type=int, default=9308,
+                        help="the poller's Prometheus endpoint (default: 9308; a free one when that is taken or 0)")
     parser.add_argument("--clients", type=int, default=400, help="synthetic client instances pushing configs (default: 400)")
     parser.add_argument("--seed", type=int, default=1324, help="seed of the synthetic client fleet")
     parser.add_argument("--poll-interval", type=float, default=15.0, help="seconds between polls (default: 15)")
@@ -136,14 +147,18 @@ def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state
         print(f"  clients: {len(clients)} synthetic client instances pushed their configs (KIP-1324): "
               + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
 
+    metrics_port = _metrics_port(args.metrics_port)
     poller = ManagedProcess(
         "poller",
-        [*_python(), "backend", "poll", "--config", str(fleet_file), "--lake", str(lake), "--interval", str(args.poll_interval)],
+        [*_python(), "backend", "poll", "--config", str(fleet_file), "--lake", str(lake), "--interval", str(args.poll_interval),
+         "--metrics-port", str(metrics_port)],
         logs / "poller.log", cwd=REPO,
     )
     poller.start()
     state.processes.append(poller)
     print(f"  poller: every {args.poll_interval:.0f}s, pid {poller.pid}, log {poller.log}", flush=True)
+    print(f"  metrics: http://127.0.0.1:{metrics_port}/metrics  (Prometheus; rules in docs/prometheus/rules.yml)",
+          flush=True)
 
     if not args.no_ui:
         ui = ManagedProcess(

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +147,14 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
         time.sleep(2)
     assert families == {*FLEET_FAMILIES, "misconfiguration"}, f"after {READY_TIMEOUT_S}s: {families}\n{log_tail(demo.log)}"
     print(f"demo: all four alert families in the lake after {READY_TIMEOUT_S - (deadline - time.monotonic()):.0f}s")
+
+    # The banner names the poller's Prometheus endpoint, and it serves every lab cluster.
+    found = re.search(r"metrics: (http://127\.0\.0\.1:\d+/metrics)", demo.log.read_text(errors="replace"))
+    assert found, log_tail(demo.log)
+    with urllib.request.urlopen(found.group(1), timeout=10) as response:
+        exposition = response.read().decode("utf-8")
+    assert 'kafka_fleet_cluster_up{cluster="prod-eu"} 1.0' in exposition, exposition[:2000]
+    assert 'kafka_fleet_cluster_status{cluster="staging-zk",status="misrouted"} 1.0' in exposition
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
