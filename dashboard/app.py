@@ -34,7 +34,7 @@ def sidebar() -> None:
                      help="The lakes the fleet file names ([settings] lake_path and lakes), or $FLEETVIEW_LAKE.")
         location = data.lake()
         if problem := data.lake_error(location):
-            st.error(problem, icon=":material/error:")
+            st.error(components.plain(problem), icon=":material/error:")
         has_snapshots, _ = data.lake_state(location)
         if has_snapshots:
             options = fleet_views.tag_options(data.latest_clusters(location))

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from backend.export import images
+from backend.export.csv_safe import safe_csv
 from backend.jobs import JobRegistry
 
 STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_failed": "red", "misrouted": "violet"}
@@ -24,20 +25,29 @@ PROVENANCE_HELP = (
     "releases its ApiVersions fingerprint fits is shown; unknown: neither was available"
 )
 NO_LAKE_HELP = (
-    "No poll snapshots in the lake `{lake}` yet. Run `make demo`, or poll your fleet with "
-    "`python -m backend poll --once --config clusters.toml --lake {lake}`, or press **Poll now** in the sidebar."
+    "No poll snapshots in the lake {lake} yet. Run `make demo`, or poll your fleet with "
+    "`python -m backend poll --once --config clusters.toml`, or press **Poll now** in the sidebar."
 )
 NO_RESULTS_HELP = (
-    "The client-config pipeline has not run on `{lake}` yet. Press **Recompute** in the sidebar "
-    "or run `python -m backend analyze --lake {lake}`."
+    "The client-config pipeline has not run on {lake} yet. Press **Recompute** in the sidebar "
+    "or run `python -m backend analyze`."
 )
+
+
+def plain(text: object) -> str:
+    """Untrusted text for a Markdown-rendering call, as an inline code span: rendered literally, so no link,
+    autolink, image, HTML, emoji shortcode or colour directive comes of it. The fence is one backtick longer than
+    any run of backticks in the text, so the text cannot close it; line breaks become spaces."""
+    value = ("" if text is None else str(text)).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
+    return f"{fence} {value} {fence}" if value.strip() else "—"
 
 
 def status_badge(status: str, error: str | None = None) -> None:
     """Coloured status badge, with the error underneath when there is one."""
     st.badge(status, color=STATUS_COLORS.get(status, "gray"))  # type: ignore[arg-type]
     if error:
-        st.caption(f":material/warning: {error}")
+        st.caption(f":material/warning: {plain(error)}")
 
 
 def status_cell(status: str) -> str:
@@ -63,18 +73,18 @@ def copyable_id(label: str, value: str | None) -> None:
 
 def no_lake(location: str) -> None:
     """Explain how to get data into an empty lake."""
-    st.info(NO_LAKE_HELP.format(lake=location), icon=":material/inbox:")
+    st.info(NO_LAKE_HELP.format(lake=plain(location)), icon=":material/inbox:")
 
 
 def no_results(location: str) -> None:
     """Explain how to run the pipeline."""
-    st.info(NO_RESULTS_HELP.format(lake=location), icon=":material/functions:")
+    st.info(NO_RESULTS_HELP.format(lake=plain(location)), icon=":material/functions:")
 
 
 def unreadable_files(paths: list[str]) -> None:
     """Warn about lake files that were skipped because they cannot be read."""
     if paths:
-        shown = ", ".join(f"`{p}`" for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        shown = ", ".join(plain(p) for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
         st.warning(f"Skipped unreadable result files: {shown}. Press **Recompute** (or run "
                    "`python -m backend analyze`) to rewrite them.", icon=":material/warning:")
 
@@ -105,7 +115,7 @@ def export_buttons(fig: go.Figure | None, frame: pd.DataFrame | None, *, name: s
         cols[2].download_button("HTML", images.figure_html(fig), file_name=f"{name}.html", mime="text/html",
                                 key=f"{key}_html", on_click="ignore")
     if frame is not None:
-        cols[3].download_button("CSV", frame.to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
+        cols[3].download_button("CSV", safe_csv(frame), file_name=f"{name}.csv", mime="text/csv",
                                 key=f"{key}_csv", on_click="ignore")
         cols[4].download_button("Parquet", _parquet_bytes(frame), file_name=f"{name}.parquet",
                                 mime="application/vnd.apache.parquet", key=f"{key}_parquet", on_click="ignore")

@@ -17,7 +17,7 @@ def choose_cluster(location: str) -> str | None:
     names = list(data.chosen_clusters(location)["cluster_name"])
     wanted = st.query_params.get("cluster")
     if wanted and wanted not in names:
-        st.warning(f"Cluster `{wanted}` is not in the lake (or is hidden by the tag filters).")
+        st.warning(f"Cluster {components.plain(wanted)} is not in the lake (or is hidden by the tag filters).")
     if wanted in names and wanted != st.session_state.get("cluster_followed_link"):
         st.session_state["cluster_name"] = wanted  # a new link wins over the last choice
     elif st.session_state.get("cluster_name") not in names:
@@ -82,7 +82,7 @@ def main() -> None:
         st.caption("Some brokers do not implement KIP-885: their version is a guess from ApiVersions, shown as a range.")
     with st.expander("ApiVersions fingerprints"):
         for _, broker in brokers.sort_values("broker_id").iterrows():
-            st.caption(f"broker {broker['broker_id']} · {fleet_views.version_label(broker)}")
+            st.caption(f"broker {broker['broker_id']} · {components.plain(fleet_views.version_label(broker))}")
             try:
                 st.json(json.loads(broker["api_versions_json"] or "{}"), expanded=False)
             except ValueError:

@@ -69,7 +69,7 @@ def report_section(location: str) -> None:
     try:
         text = report.build_drift_report(location, clusters, keys or None)
     except report.ReportError as exc:
-        st.error(str(exc))
+        st.error(components.plain(exc))
         return
     st.download_button("Download drift report (HTML)", text, file_name="config-drift-report.html",
                        mime="text/html", key="export_report_download", on_click="ignore")

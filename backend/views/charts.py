@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -13,7 +15,7 @@ _PALETTE = ["#1e88e5", "#43a047", "#ef8f00", "#8e24aa", "#00897b", "#c62828", "#
 
 __all__ = [
     "SEVERITY_COLORS", "TEMPLATE", "alerts_over_time_chart", "categorical_distribution", "client_versions_chart",
-    "default_share_chart", "drift_heatmap", "numeric_distribution", "register_template", "upgrade_timeline_chart",
+    "default_share_chart", "drift_heatmap", "esc", "numeric_distribution", "register_template", "upgrade_timeline_chart",
     "version_matrix_chart",
 ]
 
@@ -29,6 +31,15 @@ def register_template() -> None:
         pio.templates[TEMPLATE] = base
 
 
+def esc(value: object) -> str:
+    """Data as Plotly label text: Plotly renders <a href>, <span style> and <br> in labels, so escape them."""
+    return html.escape("" if value is None else str(value), quote=False)
+
+
+def _escaped(values: object) -> list[str]:
+    return [esc(v) for v in values]  # type: ignore[attr-defined]
+
+
 def _empty(title: str, message: str) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=title, template=TEMPLATE, xaxis_visible=False, yaxis_visible=False,
@@ -42,11 +53,15 @@ def version_matrix_chart(df: pd.DataFrame, *, title: str = "Broker versions by c
     register_template()
     if df.empty:
         return _empty(title, "no broker snapshots")
-    grid = df.pivot_table(index="cluster", columns="version", values="brokers", aggfunc="sum", fill_value=0)
-    fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=list(grid.columns), y=list(grid.index),
-                               text=grid.to_numpy(), texttemplate="%{text}", colorscale="Blues",
+    grid = df.pivot_table(index="cluster", columns="version", values="brokers", aggfunc="sum")
+    counts = grid.to_numpy()
+    # An empty cell is no broker: blank, not a 0.
+    text = [["" if pd.isna(v) else f"{int(v)}" for v in row] for row in counts]
+    fig = go.Figure(go.Heatmap(z=counts, x=_escaped(grid.columns), y=_escaped(grid.index), text=text,
+                               texttemplate="%{text}", colorscale="Blues", hoverongaps=False,
                                hovertemplate="%{y}<br>%{x}: %{z} broker(s)<extra></extra>"))
-    fig.update_layout(title=title, template=TEMPLATE, height=max(260, 40 * len(grid) + 140))
+    fig.update_xaxes(tickangle=0, automargin=True)
+    fig.update_layout(title=esc(title), template=TEMPLATE, height=max(260, 40 * len(grid) + 140))
     return fig
 
 
@@ -56,10 +71,11 @@ def upgrade_timeline_chart(df: pd.DataFrame, *, title: str = "Upgrade timeline")
     if df.empty:
         return _empty(title, "no version changes in the snapshot history")
     fig = go.Figure(go.Scatter(
-        x=df["changed_at"], y=df["cluster"], mode="markers", marker={"size": 12},
-        text=[f"broker {b}: {f} → {t}" for b, f, t in zip(df["broker_id"], df["from_version"],
-                                                             df["to_version"], strict=True)],
-        hovertemplate="%{x}<br>%{y}<br>%{text}<extra></extra>"))
+        x=df["changed_at"], y=_escaped(df["cluster"]), mode="markers", marker={"size": 12},
+        customdata=[[esc(b), esc(f), esc(t)] for b, f, t in zip(df["broker_id"], df["from_version"],
+                                                                  df["to_version"], strict=True)],
+        hovertemplate="%{x}<br>%{y}<br>broker %{customdata[0]}: %{customdata[1]} → %{customdata[2]}"
+                      "<extra></extra>"))
     fig.update_layout(title=title, template=TEMPLATE, xaxis_title="time", yaxis_title="cluster")
     return fig
 
@@ -69,7 +85,7 @@ def drift_heatmap(df: pd.DataFrame, *, title: str = "Config drift (TVD) by key a
     register_template()
     if df.empty:
         return _empty(title, "no drift results for these clusters")
-    fig = go.Figure(go.Heatmap(z=df.to_numpy(), x=list(df.columns), y=list(df.index), zmin=0, zmax=1,
+    fig = go.Figure(go.Heatmap(z=df.to_numpy(), x=_escaped(df.columns), y=_escaped(df.index), zmin=0, zmax=1,
                                colorscale="OrRd", colorbar={"title": "TVD"},
                                text=df.round(2).to_numpy(), texttemplate="%{text}",
                                hovertemplate="%{y}<br>%{x}<br>TVD %{z:.3f}<extra></extra>"))
@@ -81,17 +97,18 @@ def drift_heatmap(df: pd.DataFrame, *, title: str = "Config drift (TVD) by key a
 def categorical_distribution(df: pd.DataFrame, *, key: str, title: str | None = None) -> go.Figure:
     """Stacked 100% bars: share of client instances per value of one key, one bar per cluster."""
     register_template()
-    title = title or f"{key}: value share per cluster"
+    title = title or f"{esc(key)}: value share per cluster"
     frame = df[df["key"] == key]
     if frame.empty:
-        return _empty(title, f"no distribution for {key}")
+        return _empty(title, f"no distribution for {esc(key)}")
     grouped = frame.groupby(["cluster", "value"], dropna=False)["instance_count"].sum().reset_index()
     totals = grouped.groupby("cluster")["instance_count"].transform("sum")
     grouped["share"] = grouped["instance_count"] / totals
     fig = go.Figure()
     for value, part in grouped.groupby(grouped["value"].fillna("(null)"), sort=True):
-        fig.add_bar(x=part["cluster"], y=part["share"], name=str(value), customdata=part["instance_count"],
-                    hovertemplate="%{x}<br>" + str(value) + ": %{y:.1%} (%{customdata} instances)<extra></extra>")
+        fig.add_bar(x=_escaped(part["cluster"]), y=part["share"], name=esc(value),
+                    customdata=[[n, esc(value)] for n in part["instance_count"]],
+                    hovertemplate="%{x}<br>%{customdata[1]}: %{y:.1%} (%{customdata[0]} instances)<extra></extra>")
     fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_tickformat=".0%",
                       yaxis_range=[0, 1], legend_title="value")
     return fig
@@ -100,17 +117,17 @@ def categorical_distribution(df: pd.DataFrame, *, key: str, title: str | None = 
 def numeric_distribution(df: pd.DataFrame, *, key: str, title: str | None = None) -> go.Figure:
     """Box per cluster from the numeric summary (min, median, p90, max) of one key."""
     register_template()
-    title = title or f"{key}: distribution per cluster"
+    title = title or f"{esc(key)}: distribution per cluster"
     frame = df[df["key"] == key]
     if frame.empty:
-        return _empty(title, f"no numeric summary for {key}")
+        return _empty(title, f"no numeric summary for {esc(key)}")
     fig = go.Figure()
     for _, row in frame.iterrows():
         label = row["cluster"] + (f" ({row['client_type']})" if row.get("client_type") else "")
-        fig.add_trace(go.Box(name=label, lowerfence=[row["min"]], q1=[row["min"]], median=[row["p50"]],
+        fig.add_trace(go.Box(name=esc(label), lowerfence=[row["min"]], q1=[row["min"]], median=[row["p50"]],
                              q3=[row["p90"]], upperfence=[row["max"]], boxpoints=False))
     fig.update_layout(title=title, template=TEMPLATE, showlegend=False,
-                      yaxis_title=f"{key} (box: min–p90, whiskers to max)")
+                      yaxis_title=f"{esc(key)} (box: min–p90, whiskers to max)")
     return fig
 
 
@@ -119,7 +136,7 @@ def default_share_chart(df: pd.DataFrame, *, title: str = "Default vs overridden
     register_template()
     if df.empty:
         return _empty(title, "no default-share results")
-    label = df["cluster"] + " · " + df["key"]
+    label = _escaped(df["cluster"] + " · " + df["key"])
     fig = go.Figure([
         go.Bar(y=label, x=df["default_share"], name="default", orientation="h"),
         go.Bar(y=label, x=1 - df["default_share"], name="overridden", orientation="h"),
@@ -137,7 +154,7 @@ def client_versions_chart(df: pd.DataFrame, *, title: str = "Client software per
     frame = df.assign(software=df["client_software_name"].fillna("unknown") + " "
                       + df["client_software_version"].fillna("?"))
     grouped = frame.groupby(["cluster", "software"])["instances"].sum().reset_index()
-    fig = go.Figure([go.Bar(x=part["cluster"], y=part["instances"], name=sw)
+    fig = go.Figure([go.Bar(x=_escaped(part["cluster"]), y=part["instances"], name=esc(sw))
                      for sw, part in grouped.groupby("software")])
     fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_title="client instances")
     return fig
@@ -148,7 +165,7 @@ def alerts_over_time_chart(df: pd.DataFrame, *, title: str = "Alerts over time")
     register_template()
     if df.empty:
         return _empty(title, "no alerts")
-    fig = go.Figure([go.Bar(x=part["bucket"], y=part["alerts"], name=sev,
+    fig = go.Figure([go.Bar(x=part["bucket"], y=part["alerts"], name=esc(sev),
                             marker_color=SEVERITY_COLORS.get(sev))
                      for sev, part in df.groupby("severity")])
     fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_title="alerts")
