@@ -24,6 +24,7 @@ from backend.collect.model import (
 )
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
+from backend.collect.validate import sanitize_snapshot, summarize
 from backend.config import ClusterConfig, Fleet, Settings
 from backend.kafka.admin import (
     AdminCallError,
@@ -443,7 +444,18 @@ def _collect(
         error = scrub(f"poll failed: {type(call.error).__name__}: {call.error}", cluster)
         log.error("cluster %s: %s", cluster.name, error)
         return _row(cluster, polled_at, "down", error=error)
-    return call.result
+    return checked(call.result, cluster)
+
+
+def checked(snapshot: ClusterSnapshot, cluster: ClusterConfig) -> ClusterSnapshot:
+    """Make every value fit the lake's columns; a value that did not makes the cluster degraded."""
+    problems = sanitize_snapshot(snapshot)
+    if problems:
+        reason = scrub(summarize(problems), cluster) or ""
+        if snapshot.status == "ok":
+            snapshot.status = "degraded"
+        snapshot.error = f"{snapshot.error}; {reason}" if snapshot.error else reason
+    return snapshot
 
 
 def run_poller(
@@ -471,7 +483,9 @@ def run_poller(
         try:
             write_fleet_poll(lake, last)
             lake.apply_retention(fleet.settings.retention_days)
-        except (OSError, LakeError) as exc:
+        except (OSError, LakeError, ValueError, TypeError) as exc:
+            # ValueError/TypeError: a row Arrow refused (ArrowInvalid/ArrowTypeError); the next
+            # cycle still runs (values are validated in poll_fleet, so this is a bug, not data).
             log.error("writing poll %s to %s failed: %s", last.poll_id, lake.location, exc)
             if once:
                 raise
