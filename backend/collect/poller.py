@@ -115,7 +115,7 @@ def poll_cluster(
 
     admin = clients.get(cluster, settings.request_timeout_s)
     errors: list[str] = []
-    table = _direct_table(cluster, previous, topic_tables, deadline, settings.request_timeout_s)
+    table = _direct_table(cluster, previous, topic_tables, deadline, settings)
     try:
         if table is None or _routing_changed(table.view, previous):
             # librdkafka routes DescribeCluster to the controller it last saw (a stopped broker
@@ -193,7 +193,7 @@ def _direct_table(
     previous: ClusterSnapshot | None,
     topic_tables: TopicTables,
     deadline: float,
-    request_timeout_s: float,
+    settings: Settings,
 ) -> TopicTable | None:
     """Every topic with its id from one Metadata request to a known broker; None if none answers.
 
@@ -209,7 +209,8 @@ def _direct_table(
     # Half the poll's time at most, so the librdkafka path still has time to report why.
     budget = time.monotonic() + (deadline - time.monotonic()) / 2
     try:
-        return topic_tables.fetch(cluster, known + bootstrap, budget, request_timeout_s)
+        return topic_tables.fetch(cluster, known + bootstrap, budget, settings.request_timeout_s,
+                                  max_response_bytes=settings.max_metadata_response_bytes)
     except TopicFetchError as exc:
         log.info("cluster %s: no direct Metadata answer, using DescribeTopics (%s)",
                  cluster.name, scrub(str(exc), cluster))

@@ -160,11 +160,12 @@ class _Connection:
     """A blocking socket that sends only read-only requests, bounded by a deadline."""
 
     def __init__(self, sock: socket.socket, deadline: float, client_id: str,
-                 max_response_bytes: int) -> None:
+                 max_response_bytes: int, max_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS) -> None:
         self.sock = sock
         self.deadline = deadline
         self.client_id = client_id
-        self.max_response_bytes = max_response_bytes
+        self.max_response_bytes = max_response_bytes  # Metadata's cap; others are capped smaller
+        self.max_elements = max_elements  # Metadata's decoded-element budget
         self.correlation_id = 0
 
     def _left(self, what: str) -> float:
@@ -182,13 +183,23 @@ class _Connection:
         frame = P.encode_request(api_key, version, self.correlation_id, self.client_id, body)
         self.sock.settimeout(self._left("sending"))
         self.sock.sendall(frame)
-        payload = P.read_frame(self.sock, self.max_response_bytes, self.deadline)
+        # Only Metadata grows with the cluster; every other answer the probe reads is small.
+        if api_key == P.API_METADATA:
+            cap, max_elements = self.max_response_bytes, self.max_elements
+        else:
+            cap = min(self.max_response_bytes, P.MAX_SMALL_RESPONSE_BYTES)
+            max_elements = P.MAX_SMALL_RESPONSE_ELEMENTS
+        payload = P.read_frame(self.sock, cap, self.deadline)
         if memo is not None:
             correlation_id = P.CORRELATION_ID.unpack_from(payload)[0]
             digest = hashlib.blake2b(payload[4:], digest_size=16).digest()
             if correlation_id == self.correlation_id and memo.matches(api_key, version, digest):
                 return memo.body
-        correlation_id, decoded = P.decode_response(api_key, version, payload)
+        correlation_id, decoded = P.decode_response(
+            api_key, version, payload,
+            max_elements=max_elements,
+            deadline=self.deadline,
+        )
         if memo is not None and correlation_id == self.correlation_id:
             memo.remember(api_key, version, digest, decoded)
         if correlation_id != self.correlation_id:
@@ -374,9 +385,14 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
                  timeout_s: float = 10.0, client_id: str = DEFAULT_CLIENT_ID,
                  first_api_versions_version: int = PROBE_API_VERSIONS_VERSION,
                  with_metadata: bool = False,
-                 max_response_bytes: int = P.DEFAULT_MAX_RESPONSE_BYTES,
-                 metadata_memo: ResponseMemo | None = None) -> ProbeResult:
-    """Probe one broker within timeout_s: ApiVersions, SASL if configured, DescribeCluster."""
+                 max_response_bytes: int = P.DEFAULT_MAX_METADATA_RESPONSE_BYTES,
+                 metadata_memo: ResponseMemo | None = None,
+                 max_metadata_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS) -> ProbeResult:
+    """Probe one broker within timeout_s: ApiVersions, SASL if configured, DescribeCluster.
+
+    max_response_bytes caps a Metadata answer (every other answer is capped at
+    MAX_SMALL_RESPONSE_BYTES); max_metadata_elements bounds the array elements decoded from it.
+    """
     sec = security or ProbeSecurity()
     start = time.monotonic()
     deadline = start + timeout_s
@@ -396,11 +412,13 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
     try:
         try:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
-                 with_metadata, max_response_bytes, result, metadata_memo=metadata_memo)
+                 with_metadata, max_response_bytes, result, metadata_memo=metadata_memo,
+                 max_elements=max_metadata_elements)
         except _RetryFresh:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
                  with_metadata, max_response_bytes, result,
-                 describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX, metadata_memo=metadata_memo)
+                 describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX, metadata_memo=metadata_memo,
+                 max_elements=max_metadata_elements)
         result.ok = True
     except ReadOnlyViolation:
         raise
@@ -414,6 +432,8 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
         result.error_kind, result.error = "tls", f"TLS error: {exc}"
     except P.ProtocolError as exc:
         kind = "disconnected" if "connection closed" in str(exc) else "protocol"
+        if "passed the deadline" in str(exc):
+            kind = "timeout"
         result.error_kind, result.error = kind, str(exc)
     except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError) as exc:
         result.error_kind, result.error = "disconnected", f"connection dropped: {exc}"
@@ -437,10 +457,11 @@ def _run(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None,
          deadline: float, client_id: str,
          first_version: int, with_metadata: bool, max_response_bytes: int,
          result: ProbeResult, describe_cap: int = P.DESCRIBE_CLUSTER_KIP885_VERSION,
-         metadata_memo: ResponseMemo | None = None) -> None:
+         metadata_memo: ResponseMemo | None = None,
+         max_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS) -> None:
     sock = _connect(host, port, ctx, deadline, result)
     try:
-        conn = _Connection(sock, deadline, client_id, max_response_bytes)
+        conn = _Connection(sock, deadline, client_id, max_response_bytes, max_elements)
         t = time.monotonic()
         _api_versions(conn, result, first_version)
         result.timings_ms["api_versions"] = _ms(t)
