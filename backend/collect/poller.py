@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -94,7 +95,10 @@ def poll_cluster(
     deadline = started + settings.poll_deadline_s
     polled_at = datetime.now(UTC)
     clients = clients or DEFAULT_CLIENTS
-    prober = prober or default_prober
+    if prober is None:
+        prober = functools.partial(
+            default_prober, concurrency=settings.probe_concurrency, max_brokers=settings.max_brokers_probed
+        )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
 
     def timeout() -> float:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.collect.probing import cluster_resolver
 from backend.config import ClusterConfig
 from backend.kafka import probe as probe_module
 from backend.kafka import protocol as P
@@ -117,6 +118,7 @@ class TopicTables:
                 host, port, security=security, timeout_s=min(request_timeout_s, left),
                 with_metadata=True, metadata_memo=memo.response,
                 max_response_bytes=max_response_bytes, max_metadata_elements=max_elements,
+                resolver=cluster_resolver(cluster.name),
             )
             body = result.metadata
             if result.ok and body is not None and not body.get("error_code") and body.get("brokers"):

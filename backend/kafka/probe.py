@@ -11,9 +11,10 @@ import hashlib
 import os
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
@@ -325,36 +326,77 @@ class _RetryFresh(Exception):
         self.version = version
 
 
-# getaddrinfo has no timeout of its own; it runs here so a hung resolver costs the deadline,
-# not the caller's thread (the lookup thread finishes on its own later).
-_RESOLVER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe-dns")
+class Resolver:
+    """Name lookups with a deadline: each runs in its own daemon thread, so a hung resolver costs
+    the caller its deadline and nothing else (no shared pool whose queue other clusters wait in).
+
+    getaddrinfo has no timeout of its own; a hung lookup's thread finishes on its own later. A
+    lookup already running for the same name is shared, and at most ``max_in_flight`` lookups
+    run at once (beyond that a lookup fails at once), so one resolver's threads stay bounded.
+    The poller keeps one Resolver per cluster.
+    """
+
+    def __init__(self, max_in_flight: int = 64) -> None:
+        """Allow at most max_in_flight unfinished lookups."""
+        self.max_in_flight = max_in_flight
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, int], Future[list[Any]]] = {}
+
+    def in_flight(self) -> int:
+        """Lookups started and not finished yet."""
+        with self._lock:
+            return len(self._pending)
+
+    def resolve(self, host: str, port: int, deadline: float) -> tuple[str, int]:
+        """The first address of host, or _ProbeFailure (dns/timeout) by the deadline."""
+        try:
+            socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+            return host, port  # an IP literal needs no lookup
+        except OSError:
+            pass
+        key = (host, port)
+        with self._lock:
+            future = self._pending.get(key)
+            if future is None:
+                if len(self._pending) >= self.max_in_flight:
+                    raise _ProbeFailure("dns", f"cannot resolve {host}: {len(self._pending)} lookups "
+                                               "of this cluster are still unanswered")
+                future = Future()
+                self._pending[key] = future
+                threading.Thread(target=self._lookup, args=(key, future), daemon=True,
+                                 name=f"probe-dns-{host[:40]}").start()
+        try:
+            infos = future.result(timeout=max(0.001, deadline - time.monotonic()))
+        except FuturesTimeout:
+            raise _ProbeFailure("timeout", f"resolving {host} took longer than the deadline") from None
+        except socket.gaierror as exc:
+            raise _ProbeFailure("dns", f"cannot resolve {host}: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise _ProbeFailure("dns", f"cannot resolve {host}: {exc}") from None
+        if not infos:
+            raise _ProbeFailure("dns", f"cannot resolve {host}: no addresses")
+        return str(infos[0][4][0]), port
+
+    def _lookup(self, key: tuple[str, int], future: Future[list[Any]]) -> None:
+        try:
+            future.set_result(socket.getaddrinfo(key[0], key[1], 0, socket.SOCK_STREAM))
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting probe
+            future.set_exception(exc)
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
 
 
-def _resolve(host: str, port: int, deadline: float) -> tuple[str, int]:
-    try:
-        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
-        return host, port  # an IP literal needs no lookup
-    except OSError:
-        pass
-    future = _RESOLVER.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
-    try:
-        infos = future.result(timeout=max(0.001, deadline - time.monotonic()))
-    except FuturesTimeout:
-        raise _ProbeFailure("timeout", f"resolving {host} took longer than the deadline") from None
-    except socket.gaierror as exc:
-        raise _ProbeFailure("dns", f"cannot resolve {host}: {exc.strerror or exc}") from None
-    if not infos:
-        raise _ProbeFailure("dns", f"cannot resolve {host}: no addresses")
-    return str(infos[0][4][0]), port
+_DEFAULT_RESOLVER = Resolver()
 
 
 def _connect(host: str, port: int, ctx: ssl.SSLContext | None, deadline: float,
-             result: ProbeResult) -> socket.socket:
+             result: ProbeResult, resolver: Resolver) -> socket.socket:
     t0 = time.monotonic()
     left = deadline - t0
     if left <= 0:
         raise _ProbeFailure("timeout", "no time left to connect")
-    address = _resolve(host, port, deadline)
+    address = resolver.resolve(host, port, deadline)
     try:
         raw = socket.create_connection(address, timeout=max(0.001, deadline - time.monotonic()))
     except socket.gaierror as exc:
@@ -387,11 +429,13 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
                  with_metadata: bool = False,
                  max_response_bytes: int = P.DEFAULT_MAX_METADATA_RESPONSE_BYTES,
                  metadata_memo: ResponseMemo | None = None,
-                 max_metadata_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS) -> ProbeResult:
+                 max_metadata_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS,
+                 resolver: Resolver | None = None) -> ProbeResult:
     """Probe one broker within timeout_s: ApiVersions, SASL if configured, DescribeCluster.
 
     max_response_bytes caps a Metadata answer (every other answer is capped at
     MAX_SMALL_RESPONSE_BYTES); max_metadata_elements bounds the array elements decoded from it.
+    resolver: whose lookup threads to use (the poller passes one per cluster).
     """
     sec = security or ProbeSecurity()
     start = time.monotonic()
@@ -413,12 +457,12 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
         try:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
                  with_metadata, max_response_bytes, result, metadata_memo=metadata_memo,
-                 max_elements=max_metadata_elements)
+                 max_elements=max_metadata_elements, resolver=resolver or _DEFAULT_RESOLVER)
         except _RetryFresh:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
                  with_metadata, max_response_bytes, result,
                  describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX, metadata_memo=metadata_memo,
-                 max_elements=max_metadata_elements)
+                 max_elements=max_metadata_elements, resolver=resolver or _DEFAULT_RESOLVER)
         result.ok = True
     except ReadOnlyViolation:
         raise
@@ -458,8 +502,9 @@ def _run(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None,
          first_version: int, with_metadata: bool, max_response_bytes: int,
          result: ProbeResult, describe_cap: int = P.DESCRIBE_CLUSTER_KIP885_VERSION,
          metadata_memo: ResponseMemo | None = None,
-         max_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS) -> None:
-    sock = _connect(host, port, ctx, deadline, result)
+         max_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS,
+         resolver: Resolver = _DEFAULT_RESOLVER) -> None:
+    sock = _connect(host, port, ctx, deadline, result, resolver)
     try:
         conn = _Connection(sock, deadline, client_id, max_response_bytes, max_elements)
         t = time.monotonic()

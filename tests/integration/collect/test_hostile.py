@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
-from backend.collect.poller import run_poller
+from backend.collect.poller import poll_fleet, run_poller
+from backend.collect.probing import ProbeOutcome, default_prober
+from backend.config import ClusterConfig
+from backend.kafka.admin import NodeInfo
 from backend.lab.fleet import LabFleet
 from backend.store import readers
 from backend.store.lake import Lake
@@ -72,3 +77,54 @@ def test_bad_zookeeper_registration_degrades_only_its_cluster(
     # Both cycles were written: the poller kept running after the bad data.
     history = readers.poll_history(lake, cluster_name="prod-eu")
     assert history.poll_id.nunique() == 2
+
+
+@pytest.fixture
+def tarpit() -> Iterator[int]:
+    """A port on 127.0.0.1 that completes TCP handshakes (kernel backlog) and never answers."""
+    sock = socket.create_server(("127.0.0.1", 0), backlog=1024)
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def test_a_cluster_of_400_silent_brokers_does_not_starve_the_others(
+    lab_fleet: LabFleet, tarpit: int, tmp_path: Path
+) -> None:
+    """DescribeCluster's broker list is broker-controlled: prod-us 'lists' 400 brokers that never answer."""
+    deadline_s = 6.0
+    fleet = fleet_from(
+        settings_toml(request_timeout_s=3, poll_deadline_s=deadline_s) + lab_toml(lab_fleet, tmp_path, ["prod-eu", "prod-us"]),
+        tmp_path,
+    )
+    hostile: dict[int, ProbeOutcome] = {}
+    hostile_started = threading.Event()
+
+    def prober(cluster: ClusterConfig, nodes: Sequence[NodeInfo], timeout_s: float) -> dict[int, ProbeOutcome]:
+        if cluster.name == "prod-us":
+            nodes = [*nodes, *(NodeInfo(1000 + i, "127.0.0.1", tarpit, None) for i in range(400))]
+            threading.Timer(0.3, hostile_started.set).start()
+        else:
+            hostile_started.wait(5)  # the worst order: the silent brokers' probes are queued first
+            timeout_s = max(0.1, timeout_s - 0.3)
+        settings = fleet.settings
+        found = default_prober(cluster, nodes, timeout_s, concurrency=settings.probe_concurrency,
+                               max_brokers=settings.max_brokers_probed)
+        if cluster.name == "prod-us":
+            hostile.update(found)
+        return found
+
+    started = time.monotonic()
+    poll = poll_fleet(fleet, prober=prober)
+    elapsed = time.monotonic() - started
+    eu = poll.cluster("prod-eu")
+    assert eu.status == "ok", eu.error
+    assert len(eu.brokers) == len(lab_fleet.clusters["prod-eu"].brokers)
+    assert all(b.reachable and b.software_version for b in eu.brokers)
+    assert elapsed < deadline_s + 1.0 + 2.0, elapsed  # the poll's deadline, its grace, scheduling
+    silent = [o for i, o in hostile.items() if i >= 1000]
+    assert len(silent) == 400 and not any(o.reachable for o in silent)
+    capped = [o for o in silent if "max_brokers_probed" in (o.error or "")]
+    assert len(capped) == len(hostile) - fleet.settings.max_brokers_probed
+    assert any("deadline" in (o.error or "") for o in silent)
