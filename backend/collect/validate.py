@@ -7,6 +7,7 @@ other clusters' rows are written as usual.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from backend.collect.model import PROVENANCES, STATUSES, BrokerSnapshot, ClusterSnapshot, TopicSnapshot
@@ -19,6 +20,10 @@ MAX_TEXT_CHARS = 4096  # error texts
 MAX_JSON_CHARS = 64 * 1024  # api_versions_json
 MAX_ZK_VALUE_CHARS = 1024 * 1024  # ZooKeeper's jute.maxbuffer default
 MAX_PROBLEMS_SHOWN = 5
+
+# Per cluster, the last topic row list found valid (rows are read-only once built).
+_CHECKED_TOPICS: dict[str, list[TopicSnapshot]] = {}
+_CHECKED_LOCK = threading.Lock()
 
 
 class _Problems:
@@ -130,10 +135,15 @@ def sanitize_snapshot(snapshot: ClusterSnapshot) -> list[str]:
         unique.append(b)
     snapshot.brokers = unique
     snapshot.missing_broker_ids = [i for i in snapshot.missing_broker_ids if i in seen]
-    # Topic rows may be shared with the next poll (reused when the listing is unchanged): only
-    # rebuild the list when a row is bad.
-    if not all(_topic_ok(t) for t in snapshot.topics):
-        snapshot.topics = [t for t in snapshot.topics if _topic(t, problems)]
+    # Topic rows are reused by the next poll when the listing is unchanged (the same list
+    # object): a list checked before is not checked again, and it is only rebuilt when bad.
+    with _CHECKED_LOCK:
+        checked = _CHECKED_TOPICS.get(snapshot.cluster_name) is snapshot.topics
+    if not checked:
+        if not all(_topic_ok(t) for t in snapshot.topics):
+            snapshot.topics = [t for t in snapshot.topics if _topic(t, problems)]
+        with _CHECKED_LOCK:
+            _CHECKED_TOPICS[snapshot.cluster_name] = snapshot.topics
     nodes: list[tuple[str, str]] = []
     for path, value in snapshot.zk_nodes:
         p = _str(path, "ZooKeeper path", problems, MAX_HOST_CHARS * 4)
