@@ -13,7 +13,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
@@ -336,9 +336,10 @@ class Resolver:
     The poller keeps one Resolver per cluster.
     """
 
-    def __init__(self, max_in_flight: int = 64) -> None:
-        """Allow at most max_in_flight unfinished lookups."""
+    def __init__(self, max_in_flight: int = 64, lookup: Callable[..., list[Any]] = socket.getaddrinfo) -> None:
+        """Allow at most max_in_flight unfinished lookups (lookup: the system resolver)."""
         self.max_in_flight = max_in_flight
+        self._getaddrinfo = lookup
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, int], Future[list[Any]]] = {}
 
@@ -379,7 +380,7 @@ class Resolver:
 
     def _lookup(self, key: tuple[str, int], future: Future[list[Any]]) -> None:
         try:
-            future.set_result(socket.getaddrinfo(key[0], key[1], 0, socket.SOCK_STREAM))
+            future.set_result(self._getaddrinfo(key[0], key[1], 0, socket.SOCK_STREAM))
         except Exception as exc:  # noqa: BLE001 - handed to the waiting probe
             future.set_exception(exc)
         finally:
