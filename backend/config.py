@@ -229,6 +229,13 @@ class Settings(_Strict):
     spark_master: str = "local[*]"
     retention_days: int = Field(default=30, ge=1)
     secrets_file: str = DEFAULT_SECRETS_FILE
+    # What one cluster may cost a poll (docs/security.md, "Hostile brokers and ZooKeeper").
+    # A Metadata answer above this many bytes is refused (16 MiB fits 200,000 partitions).
+    max_metadata_response_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
+    # Brokers probed per cluster per poll; the others get a row saying they were not probed.
+    max_brokers_probed: int = Field(default=256, ge=1, le=10_000)
+    # Concurrent probes per cluster (each cluster has its own threads: one cannot starve another).
+    probe_concurrency: int = Field(default=16, ge=1, le=256)
 
     @field_validator("lake_path")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from backend.collect.model import (
 )
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
+from backend.collect.validate import sanitize_snapshot, summarize
 from backend.config import ClusterConfig, Fleet, Settings
 from backend.kafka.admin import (
     AdminCallError,
@@ -93,7 +95,10 @@ def poll_cluster(
     deadline = started + settings.poll_deadline_s
     polled_at = datetime.now(UTC)
     clients = clients or DEFAULT_CLIENTS
-    prober = prober or default_prober
+    if prober is None:
+        prober = functools.partial(
+            default_prober, concurrency=settings.probe_concurrency, max_brokers=settings.max_brokers_probed
+        )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
 
     def timeout() -> float:
@@ -114,7 +119,7 @@ def poll_cluster(
 
     admin = clients.get(cluster, settings.request_timeout_s)
     errors: list[str] = []
-    table = _direct_table(cluster, previous, topic_tables, deadline, settings.request_timeout_s)
+    table = _direct_table(cluster, previous, topic_tables, deadline, settings)
     try:
         if table is None or _routing_changed(table.view, previous):
             # librdkafka routes DescribeCluster to the controller it last saw (a stopped broker
@@ -192,7 +197,7 @@ def _direct_table(
     previous: ClusterSnapshot | None,
     topic_tables: TopicTables,
     deadline: float,
-    request_timeout_s: float,
+    settings: Settings,
 ) -> TopicTable | None:
     """Every topic with its id from one Metadata request to a known broker; None if none answers.
 
@@ -208,7 +213,8 @@ def _direct_table(
     # Half the poll's time at most, so the librdkafka path still has time to report why.
     budget = time.monotonic() + (deadline - time.monotonic()) / 2
     try:
-        return topic_tables.fetch(cluster, known + bootstrap, budget, request_timeout_s)
+        return topic_tables.fetch(cluster, known + bootstrap, budget, settings.request_timeout_s,
+                                  max_response_bytes=settings.max_metadata_response_bytes)
     except TopicFetchError as exc:
         log.info("cluster %s: no direct Metadata answer, using DescribeTopics (%s)",
                  cluster.name, scrub(str(exc), cluster))
@@ -443,7 +449,18 @@ def _collect(
         error = scrub(f"poll failed: {type(call.error).__name__}: {call.error}", cluster)
         log.error("cluster %s: %s", cluster.name, error)
         return _row(cluster, polled_at, "down", error=error)
-    return call.result
+    return checked(call.result, cluster)
+
+
+def checked(snapshot: ClusterSnapshot, cluster: ClusterConfig) -> ClusterSnapshot:
+    """Make every value fit the lake's columns; a value that did not makes the cluster degraded."""
+    problems = sanitize_snapshot(snapshot)
+    if problems:
+        reason = scrub(summarize(problems), cluster) or ""
+        if snapshot.status == "ok":
+            snapshot.status = "degraded"
+        snapshot.error = f"{snapshot.error}; {reason}" if snapshot.error else reason
+    return snapshot
 
 
 def run_poller(
@@ -476,7 +493,9 @@ def run_poller(
             for name, reason in result.degraded.items():
                 log.error("cluster %s of poll %s not written: %s", name, last.poll_id, reason)
             writer.maintain(last.polled_at, fleet.settings.retention_days)
-        except (OSError, LakeError) as exc:
+        except (OSError, LakeError, ValueError, TypeError) as exc:
+            # ValueError/TypeError: a row Arrow refused (ArrowInvalid/ArrowTypeError); the next
+            # cycle still runs (values are validated in poll_fleet, so this is a bug, not data).
             log.error("writing poll %s to %s failed: %s", last.poll_id, lake.location, exc)
             if once:
                 raise

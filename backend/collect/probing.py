@@ -7,24 +7,40 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass
 from typing import Any
 
 from backend.config import ClusterConfig
+from backend.kafka import probe as probe_module
 from backend.kafka.admin import NodeInfo
 
-MAX_PROBE_THREADS = 64  # shared by every cluster's probes; each probe ends by its own deadline
-_POOL: ThreadPoolExecutor | None = None
+DEFAULT_PROBE_CONCURRENCY = 16
+DEFAULT_MAX_BROKERS_PROBED = 256
+# Per cluster: its own probe threads and its own name lookups, so a cluster whose brokers hang
+# (or whose names never resolve) spends only its own budget, never another cluster's.
+_POOLS: dict[tuple[str, int], ThreadPoolExecutor] = {}
+_RESOLVERS: dict[str, probe_module.Resolver] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def _probe_pool() -> ThreadPoolExecutor:
-    """One long-lived pool: starting threads for every poll cost more CPU than the probes themselves."""
-    global _POOL
+def _probe_pool(cluster_name: str, concurrency: int) -> ThreadPoolExecutor:
+    """The cluster's long-lived pool: starting threads for every poll cost more CPU than the probes."""
     with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=MAX_PROBE_THREADS, thread_name_prefix="probe")
-        return _POOL
+        pool = _POOLS.get((cluster_name, concurrency))
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"probe-{cluster_name[:20]}")
+            _POOLS[(cluster_name, concurrency)] = pool
+        return pool
+
+
+def cluster_resolver(cluster_name: str) -> probe_module.Resolver:
+    """The cluster's own name resolver (its hung lookups never delay another cluster's)."""
+    with _POOL_LOCK:
+        resolver = _RESOLVERS.get(cluster_name)
+        if resolver is None:
+            resolver = _RESOLVERS[cluster_name] = probe_module.Resolver()
+        return resolver
 
 
 @dataclass(slots=True)
@@ -100,25 +116,56 @@ def outcome_from_result(result: Any, elapsed_ms: float) -> ProbeOutcome:
     )
 
 
-def default_prober(cluster: ClusterConfig, nodes: Sequence[NodeInfo], timeout_s: float) -> dict[int, ProbeOutcome]:
-    """Probe every broker concurrently with backend.kafka.probe (ApiVersions + KIP-885 DescribeCluster)."""
-    from backend.kafka import probe as probe_module
+def default_prober(
+    cluster: ClusterConfig,
+    nodes: Sequence[NodeInfo],
+    timeout_s: float,
+    *,
+    concurrency: int = DEFAULT_PROBE_CONCURRENCY,
+    max_brokers: int = DEFAULT_MAX_BROKERS_PROBED,
+) -> dict[int, ProbeOutcome]:
+    """Probe the cluster's brokers (ApiVersions + KIP-885 DescribeCluster) within timeout_s from now.
 
+    At most `concurrency` probes run at once, on the cluster's own threads; at most `max_brokers`
+    brokers are probed (the rest get an outcome saying so). timeout_s is one absolute deadline
+    for all of them: a probe that waited in the queue gets only the time left, one that has not
+    started by the deadline is dropped, and the call returns by the deadline.
+    """
+    deadline = time.monotonic() + timeout_s
     security = probe_module.ProbeSecurity.from_cluster(cluster)
+    resolver = cluster_resolver(cluster.name)
+    out: dict[int, ProbeOutcome] = {}
+    for node in nodes[max_brokers:]:
+        out[node.broker_id] = ProbeOutcome(
+            reachable=False, error=f"not probed: the cluster lists more than max_brokers_probed={max_brokers} brokers")
+    nodes = nodes[:max_brokers]
 
     def one(node: NodeInfo) -> tuple[int, ProbeOutcome]:
         start = time.monotonic()
+        left = deadline - start
+        if left <= 0.05:
+            return node.broker_id, ProbeOutcome(reachable=False, error="not probed: the poll deadline passed first")
         try:
-            result = probe_module.probe_broker(node.host, node.port, security=security, timeout_s=timeout_s)
+            result = probe_module.probe_broker(node.host, node.port, security=security, timeout_s=left,
+                                               resolver=resolver)
         except (OSError, ValueError, RuntimeError, TimeoutError) as exc:
             elapsed = (time.monotonic() - start) * 1000
             return node.broker_id, ProbeOutcome(reachable=False, probe_ms=elapsed, error=f"{type(exc).__name__}: {exc}")
         return node.broker_id, outcome_from_result(result, (time.monotonic() - start) * 1000)
 
-    if not nodes:
-        return {}
     if len(nodes) == 1:
-        return dict([one(nodes[0])])
-    futures = [_probe_pool().submit(one, node) for node in nodes[1:]]
-    first = one(nodes[0])  # this thread probes one broker itself
-    return dict([first, *(f.result() for f in futures)])
+        out.update([one(nodes[0])])
+        return out
+    if not nodes:
+        return out
+    futures = {node.broker_id: _probe_pool(cluster.name, concurrency).submit(one, node) for node in nodes}
+    for broker_id, future in futures.items():
+        try:
+            # One absolute end for all of them (a probe ends by the deadline on its own; the
+            # 0.1 s covers thread scheduling), so 400 late futures cost no more than one.
+            found_id, outcome = future.result(timeout=max(0.0, deadline + 0.1 - time.monotonic()))
+            out[found_id] = outcome
+        except FuturesTimeout:
+            future.cancel()  # still queued: it will not run
+            out[broker_id] = ProbeOutcome(reachable=False, error="not probed: the poll deadline passed first")
+    return out

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.collect.probing import cluster_resolver
 from backend.config import ClusterConfig
 from backend.kafka import probe as probe_module
 from backend.kafka import protocol as P
@@ -73,6 +74,11 @@ def listing_from_metadata(body: dict[str, Any]) -> TopicListing:
     return TopicListing(topics=topics, failed=failed)
 
 
+def metadata_element_budget(max_response_bytes: int) -> int:
+    """Elements allowed in a Metadata answer: one per 5 bytes of the cap (3.4 M for 16 MiB, 200,000 partitions)."""
+    return max(P.MAX_SMALL_RESPONSE_ELEMENTS, max_response_bytes // 5)
+
+
 class TopicTables:
     """Fetches each cluster's topic table; an answer with the same bytes as last time is not decoded again."""
 
@@ -92,8 +98,14 @@ class TopicTables:
             return self._memos.setdefault(cluster_name, _ClusterMemo())
 
     def fetch(self, cluster: ClusterConfig, candidates: Sequence[tuple[str, int]], deadline: float,
-              request_timeout_s: float) -> TopicTable:
-        """Ask the candidate brokers in turn for Metadata of every topic, until one answers."""
+              request_timeout_s: float, *,
+              max_response_bytes: int = P.DEFAULT_MAX_METADATA_RESPONSE_BYTES) -> TopicTable:
+        """Ask the candidate brokers in turn for Metadata of every topic, until one answers.
+
+        An answer above max_response_bytes, or with more elements than such an answer of
+        well-formed partitions would hold, is refused (that broker counts as not answering).
+        """
+        max_elements = metadata_element_budget(max_response_bytes)
         security = probe_module.ProbeSecurity.from_cluster(cluster)
         memo = self._memo(cluster.name)
         failures: list[str] = []
@@ -105,6 +117,8 @@ class TopicTables:
             result = probe_module.probe_broker(
                 host, port, security=security, timeout_s=min(request_timeout_s, left),
                 with_metadata=True, metadata_memo=memo.response,
+                max_response_bytes=max_response_bytes, max_metadata_elements=max_elements,
+                resolver=cluster_resolver(cluster.name),
             )
             body = result.metadata
             if result.ok and body is not None and not body.get("error_code") and body.get("brokers"):

@@ -11,9 +11,10 @@ import hashlib
 import os
 import socket
 import ssl
+import threading
 import time
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,11 +161,12 @@ class _Connection:
     """A blocking socket that sends only read-only requests, bounded by a deadline."""
 
     def __init__(self, sock: socket.socket, deadline: float, client_id: str,
-                 max_response_bytes: int) -> None:
+                 max_response_bytes: int, max_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS) -> None:
         self.sock = sock
         self.deadline = deadline
         self.client_id = client_id
-        self.max_response_bytes = max_response_bytes
+        self.max_response_bytes = max_response_bytes  # Metadata's cap; others are capped smaller
+        self.max_elements = max_elements  # Metadata's decoded-element budget
         self.correlation_id = 0
 
     def _left(self, what: str) -> float:
@@ -182,13 +184,23 @@ class _Connection:
         frame = P.encode_request(api_key, version, self.correlation_id, self.client_id, body)
         self.sock.settimeout(self._left("sending"))
         self.sock.sendall(frame)
-        payload = P.read_frame(self.sock, self.max_response_bytes, self.deadline)
+        # Only Metadata grows with the cluster; every other answer the probe reads is small.
+        if api_key == P.API_METADATA:
+            cap, max_elements = self.max_response_bytes, self.max_elements
+        else:
+            cap = min(self.max_response_bytes, P.MAX_SMALL_RESPONSE_BYTES)
+            max_elements = P.MAX_SMALL_RESPONSE_ELEMENTS
+        payload = P.read_frame(self.sock, cap, self.deadline)
         if memo is not None:
             correlation_id = P.CORRELATION_ID.unpack_from(payload)[0]
             digest = hashlib.blake2b(payload[4:], digest_size=16).digest()
             if correlation_id == self.correlation_id and memo.matches(api_key, version, digest):
                 return memo.body
-        correlation_id, decoded = P.decode_response(api_key, version, payload)
+        correlation_id, decoded = P.decode_response(
+            api_key, version, payload,
+            max_elements=max_elements,
+            deadline=self.deadline,
+        )
         if memo is not None and correlation_id == self.correlation_id:
             memo.remember(api_key, version, digest, decoded)
         if correlation_id != self.correlation_id:
@@ -314,36 +326,78 @@ class _RetryFresh(Exception):
         self.version = version
 
 
-# getaddrinfo has no timeout of its own; it runs here so a hung resolver costs the deadline,
-# not the caller's thread (the lookup thread finishes on its own later).
-_RESOLVER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe-dns")
+class Resolver:
+    """Name lookups with a deadline: each runs in its own daemon thread, so a hung resolver costs
+    the caller its deadline and nothing else (no shared pool whose queue other clusters wait in).
+
+    getaddrinfo has no timeout of its own; a hung lookup's thread finishes on its own later. A
+    lookup already running for the same name is shared, and at most ``max_in_flight`` lookups
+    run at once (beyond that a lookup fails at once), so one resolver's threads stay bounded.
+    The poller keeps one Resolver per cluster.
+    """
+
+    def __init__(self, max_in_flight: int = 64, lookup: Callable[..., list[Any]] = socket.getaddrinfo) -> None:
+        """Allow at most max_in_flight unfinished lookups (lookup: the system resolver)."""
+        self.max_in_flight = max_in_flight
+        self._getaddrinfo = lookup
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, int], Future[list[Any]]] = {}
+
+    def in_flight(self) -> int:
+        """Lookups started and not finished yet."""
+        with self._lock:
+            return len(self._pending)
+
+    def resolve(self, host: str, port: int, deadline: float) -> tuple[str, int]:
+        """The first address of host, or _ProbeFailure (dns/timeout) by the deadline."""
+        try:
+            socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+            return host, port  # an IP literal needs no lookup
+        except OSError:
+            pass
+        key = (host, port)
+        with self._lock:
+            future = self._pending.get(key)
+            if future is None:
+                if len(self._pending) >= self.max_in_flight:
+                    raise _ProbeFailure("dns", f"cannot resolve {host}: {len(self._pending)} lookups "
+                                               "of this cluster are still unanswered")
+                future = Future()
+                self._pending[key] = future
+                threading.Thread(target=self._lookup, args=(key, future), daemon=True,
+                                 name=f"probe-dns-{host[:40]}").start()
+        try:
+            infos = future.result(timeout=max(0.001, deadline - time.monotonic()))
+        except FuturesTimeout:
+            raise _ProbeFailure("timeout", f"resolving {host} took longer than the deadline") from None
+        except socket.gaierror as exc:
+            raise _ProbeFailure("dns", f"cannot resolve {host}: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise _ProbeFailure("dns", f"cannot resolve {host}: {exc}") from None
+        if not infos:
+            raise _ProbeFailure("dns", f"cannot resolve {host}: no addresses")
+        return str(infos[0][4][0]), port
+
+    def _lookup(self, key: tuple[str, int], future: Future[list[Any]]) -> None:
+        try:
+            future.set_result(self._getaddrinfo(key[0], key[1], 0, socket.SOCK_STREAM))
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting probe
+            future.set_exception(exc)
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
 
 
-def _resolve(host: str, port: int, deadline: float) -> tuple[str, int]:
-    try:
-        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
-        return host, port  # an IP literal needs no lookup
-    except OSError:
-        pass
-    future = _RESOLVER.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
-    try:
-        infos = future.result(timeout=max(0.001, deadline - time.monotonic()))
-    except FuturesTimeout:
-        raise _ProbeFailure("timeout", f"resolving {host} took longer than the deadline") from None
-    except socket.gaierror as exc:
-        raise _ProbeFailure("dns", f"cannot resolve {host}: {exc.strerror or exc}") from None
-    if not infos:
-        raise _ProbeFailure("dns", f"cannot resolve {host}: no addresses")
-    return str(infos[0][4][0]), port
+_DEFAULT_RESOLVER = Resolver()
 
 
 def _connect(host: str, port: int, ctx: ssl.SSLContext | None, deadline: float,
-             result: ProbeResult) -> socket.socket:
+             result: ProbeResult, resolver: Resolver) -> socket.socket:
     t0 = time.monotonic()
     left = deadline - t0
     if left <= 0:
         raise _ProbeFailure("timeout", "no time left to connect")
-    address = _resolve(host, port, deadline)
+    address = resolver.resolve(host, port, deadline)
     try:
         raw = socket.create_connection(address, timeout=max(0.001, deadline - time.monotonic()))
     except socket.gaierror as exc:
@@ -374,9 +428,16 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
                  timeout_s: float = 10.0, client_id: str = DEFAULT_CLIENT_ID,
                  first_api_versions_version: int = PROBE_API_VERSIONS_VERSION,
                  with_metadata: bool = False,
-                 max_response_bytes: int = P.DEFAULT_MAX_RESPONSE_BYTES,
-                 metadata_memo: ResponseMemo | None = None) -> ProbeResult:
-    """Probe one broker within timeout_s: ApiVersions, SASL if configured, DescribeCluster."""
+                 max_response_bytes: int = P.DEFAULT_MAX_METADATA_RESPONSE_BYTES,
+                 metadata_memo: ResponseMemo | None = None,
+                 max_metadata_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS,
+                 resolver: Resolver | None = None) -> ProbeResult:
+    """Probe one broker within timeout_s: ApiVersions, SASL if configured, DescribeCluster.
+
+    max_response_bytes caps a Metadata answer (every other answer is capped at
+    MAX_SMALL_RESPONSE_BYTES); max_metadata_elements bounds the array elements decoded from it.
+    resolver: whose lookup threads to use (the poller passes one per cluster).
+    """
     sec = security or ProbeSecurity()
     start = time.monotonic()
     deadline = start + timeout_s
@@ -396,11 +457,13 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
     try:
         try:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
-                 with_metadata, max_response_bytes, result, metadata_memo=metadata_memo)
+                 with_metadata, max_response_bytes, result, metadata_memo=metadata_memo,
+                 max_elements=max_metadata_elements, resolver=resolver or _DEFAULT_RESOLVER)
         except _RetryFresh:
             _run(host, port, sec, ctx, deadline, client_id, first_api_versions_version,
                  with_metadata, max_response_bytes, result,
-                 describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX, metadata_memo=metadata_memo)
+                 describe_cap=DESCRIBE_CLUSTER_RELEASED_MAX, metadata_memo=metadata_memo,
+                 max_elements=max_metadata_elements, resolver=resolver or _DEFAULT_RESOLVER)
         result.ok = True
     except ReadOnlyViolation:
         raise
@@ -414,6 +477,8 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
         result.error_kind, result.error = "tls", f"TLS error: {exc}"
     except P.ProtocolError as exc:
         kind = "disconnected" if "connection closed" in str(exc) else "protocol"
+        if "passed the deadline" in str(exc):
+            kind = "timeout"
         result.error_kind, result.error = kind, str(exc)
     except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError) as exc:
         result.error_kind, result.error = "disconnected", f"connection dropped: {exc}"
@@ -437,10 +502,12 @@ def _run(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None,
          deadline: float, client_id: str,
          first_version: int, with_metadata: bool, max_response_bytes: int,
          result: ProbeResult, describe_cap: int = P.DESCRIBE_CLUSTER_KIP885_VERSION,
-         metadata_memo: ResponseMemo | None = None) -> None:
-    sock = _connect(host, port, ctx, deadline, result)
+         metadata_memo: ResponseMemo | None = None,
+         max_elements: int = P.DEFAULT_MAX_METADATA_ELEMENTS,
+         resolver: Resolver = _DEFAULT_RESOLVER) -> None:
+    sock = _connect(host, port, ctx, deadline, result, resolver)
     try:
-        conn = _Connection(sock, deadline, client_id, max_response_bytes)
+        conn = _Connection(sock, deadline, client_id, max_response_bytes, max_elements)
         t = time.monotonic()
         _api_versions(conn, result, first_version)
         result.timings_ms["api_versions"] = _ms(t)

@@ -39,8 +39,13 @@ from backend.kafka.schemas import (
     supported_versions,
 )
 from backend.kafka.wire import (
+    DEFAULT_MAX_METADATA_ELEMENTS,
+    DEFAULT_MAX_METADATA_RESPONSE_BYTES,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_RESPONSE_BYTES,
+    ELEMENTS_PER_PARTITION,
+    MAX_SMALL_RESPONSE_BYTES,
+    MAX_SMALL_RESPONSE_ELEMENTS,
     ZERO_UUID,
     ProtocolError,
     Reader,
@@ -58,7 +63,9 @@ __all__ = [
     "API_API_VERSIONS", "API_DESCRIBE_CLUSTER", "API_METADATA", "API_SASL_AUTHENTICATE",
     "API_SASL_HANDSHAKE", "API_VERSIONS_CLIENT_INSTANCE_ID_VERSION", "API_VERSIONS_MAX_VERSION",
     "CLUSTER_AUTHORIZATION_FAILED", "CONFIG_TOO_LARGE", "CONFIG_TYPES",
-    "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_RESPONSE_BYTES", "DESCRIBE_CLUSTER_KIP885_VERSION",
+    "DEFAULT_MAX_METADATA_ELEMENTS", "DEFAULT_MAX_METADATA_RESPONSE_BYTES",
+    "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_RESPONSE_BYTES", "ELEMENTS_PER_PARTITION",
+    "MAX_SMALL_RESPONSE_BYTES", "MAX_SMALL_RESPONSE_ELEMENTS", "DESCRIBE_CLUSTER_KIP885_VERSION",
     "ERROR_NAMES", "ERROR_NONE", "ILLEGAL_SASL_STATE", "INVALID_CONFIG", "INVALID_REQUEST",
     "MISMATCHED_ENDPOINT_TYPE", "PUSH_CONFIG_API_KEY", "SASL_AUTHENTICATION_FAILED", "SCHEMAS",
     "UNKNOWN_SERVER_ERROR", "UNKNOWN_TOPIC_OR_PARTITION", "UNSUPPORTED_ENDPOINT_TYPE",
@@ -189,6 +196,7 @@ class _Compiled:
     decode: Callable[[Reader], dict[str, Any]]
     encode: Callable[[Writer, dict[str, Any]], None]
     min_size: int
+    fields: int = 1  # entries of a decoded dict
 
 
 _FIXED_FORMATS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "float64": "d", "bool": "?"}
@@ -213,7 +221,10 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
             item_dec: Decoder = sub.decode
             item_enc: Encoder = sub.encode
             item_min = max(1, sub.min_size)
+            # A decoded struct costs about one dict entry per field: count it that way.
+            extra_weight = max(0, sub.fields - 1)
         else:
+            extra_weight = 0
             item_dec = _scalar_decoder(inner, False, flex)
             item_enc = _scalar_encoder(inner, False, flex)
             item_min = _SCALAR_MIN[inner]
@@ -223,6 +234,8 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
             n = r.array_len(flex, nullable, item_min)
             if n is None:
                 return None
+            if extra_weight and r.budget is not None:
+                r.spend(n * extra_weight, r.pos)
             return [item_dec(r) for _ in range(n)]
 
         def dec_int32_array(r: Reader) -> list[Any] | None:
@@ -231,6 +244,10 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
                 if pos < r.end and 0 < r.buf[pos] < 0x80:  # one-byte count, not null
                     one = r.buf[pos] - 1
                     if pos + 1 + 4 * one <= r.end:
+                        if r.budget is not None:
+                            r.budget -= one
+                            if r.budget < 0:
+                                r.spend(0, pos)  # raises with the standard message
                         st = _int32_array(one)
                         r.pos = pos + 1 + st.size
                         return list(st.unpack_from(r.buf, pos + 1))
@@ -400,7 +417,7 @@ def _compile(fields: tuple[Field, ...], version: int, flex: bool) -> _Compiled:
                 tags[tag] = sub.getvalue()
             w.tagged_fields(tags)
 
-    return _Compiled(decode, encode, min_size)
+    return _Compiled(decode, encode, min_size, max(1, len(regular) + len(defaults)))
 
 
 def _message_codec(api_key: int, version: int, is_request: bool) -> _Compiled:
@@ -527,14 +544,18 @@ def response_frame(api_key: int, api_version: int, correlation_id: int, encoded_
     return _frame(header + encoded_body)
 
 
-def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[int, dict[str, Any]]:
+def decode_response(api_key: int, api_version: int, payload: bytes, *,
+                    max_elements: int | None = None,
+                    deadline: float | None = None) -> tuple[int, dict[str, Any]]:
     """Decode a response payload (no length prefix) -> (correlation_id, body).
 
     An ApiVersions response that does not parse at the requested version is parsed as v0,
-    as KIP-511 brokers answer unsupported ApiVersions versions with a v0 body.
+    as KIP-511 brokers answer unsupported ApiVersions versions with a v0 body. max_elements
+    bounds the array elements decoded and deadline (monotonic) stops a long decode: both raise
+    ProtocolError.
     """
     schema = _schema(api_key, api_version)
-    r = Reader(payload)
+    r = Reader(payload, max_elements=max_elements, deadline=deadline)
     correlation_id = r.int32()
     if response_header_version(api_key, api_version) >= 1:
         r.tagged_fields()
@@ -545,7 +566,7 @@ def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[int
     except ProtocolError:
         if api_key != API_API_VERSIONS or api_version == 0:
             raise
-        r = Reader(payload, start)
+        r = Reader(payload, start, max_elements=max_elements, deadline=deadline)
         body = _message_codec(api_key, 0, False).decode(r)
         _check_consumed(r, schema.name)
         body["_decoded_version"] = 0

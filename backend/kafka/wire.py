@@ -16,6 +16,18 @@ from typing import Any
 
 DEFAULT_MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
+# Answers that never grow with the cluster's topics (ApiVersions, SASL, DescribeCluster with a
+# few thousand brokers) fit well inside 1 MiB; a broker sending more is misbehaving.
+MAX_SMALL_RESPONSE_BYTES = 1024 * 1024
+# Metadata of 200,000 partitions at replication factor 3 is about 9 MB at v12 (~42 bytes per
+# partition plus topic names); 16 MiB leaves room for long names and wider replica sets.
+DEFAULT_MAX_METADATA_RESPONSE_BYTES = 16 * 1024 * 1024
+# Decoded elements allowed per response (a struct counts one per field): a Metadata partition
+# is 7-8 fields plus its replica, ISR and offline ids, 13 at RF 3; 16 leaves room.
+# 200,000 partitions -> 3.2 M elements.
+ELEMENTS_PER_PARTITION = 16
+DEFAULT_MAX_METADATA_ELEMENTS = 200_000 * ELEMENTS_PER_PARTITION
+MAX_SMALL_RESPONSE_ELEMENTS = 100_000
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 
@@ -77,12 +89,26 @@ _F64 = struct.Struct(">d")
 class Reader:
     """Cursor over a bytes payload; every read checks bounds and raises ProtocolError."""
 
-    __slots__ = ("buf", "end", "pos")
+    __slots__ = ("budget", "buf", "deadline", "end", "pos")
 
-    def __init__(self, buf: bytes, pos: int = 0, end: int | None = None) -> None:
+    def __init__(self, buf: bytes, pos: int = 0, end: int | None = None, *,
+                 max_elements: int | None = None, deadline: float | None = None) -> None:
         self.buf = buf
         self.pos = pos
         self.end = len(buf) if end is None else end
+        # Array elements still allowed (None = only bounded by the bytes), and a monotonic
+        # deadline checked at every array: decoding a hostile answer stops early.
+        self.budget = max_elements
+        self.deadline = deadline
+
+    def spend(self, n: int, at: int) -> None:
+        """Count n decoded array elements against the budget and check the deadline."""
+        if self.budget is not None:
+            self.budget -= n
+            if self.budget < 0:
+                raise ProtocolError(f"array at offset {at} exceeds the element limit of this response")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ProtocolError(f"decoding passed the deadline at offset {at} of {self.end}")
 
     def remaining(self) -> int:
         """Bytes left to read."""
@@ -237,6 +263,8 @@ class Reader:
             raise ProtocolError(
                 f"array count {n} at offset {at} exceeds the {self.end - self.pos} bytes left"
             )
+        if self.budget is not None or self.deadline is not None:
+            self.spend(n, at)
         return n
 
     def tagged_fields(self) -> dict[int, bytes]:

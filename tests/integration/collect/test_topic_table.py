@@ -36,7 +36,7 @@ class _RefusingTables(TopicTables):
         self.asked = 0
 
     def fetch(self, cluster: ClusterConfig, candidates: Sequence[tuple[str, int]], deadline: float,
-              request_timeout_s: float) -> TopicTable:
+              request_timeout_s: float, *, max_response_bytes: int = 0) -> TopicTable:
         self.asked += 1
         raise TopicFetchError("dropped by the test")
 
