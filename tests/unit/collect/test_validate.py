@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from backend.collect.lakeio import poll_tables
+from backend.collect.lakeio import write_fleet_poll
 from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.collect.validate import sanitize_snapshot
+from backend.store import readers
+from backend.store.lake import Lake
 
 
-def test_hostile_values_are_replaced_named_and_then_fit_the_schema() -> None:
+def test_hostile_values_are_replaced_named_and_then_fit_the_schema(tmp_path: Path) -> None:
     odd: Any = "1"
     snapshot = ClusterSnapshot(
         cluster_name="c", status="ok", polled_at=datetime.now(UTC), cluster_id=["x"], controller_id=2**40,  # type: ignore[arg-type]
@@ -30,8 +33,10 @@ def test_hostile_values_are_replaced_named_and_then_fit_the_schema() -> None:
     assert snapshot.brokers[0].port is None and len(snapshot.brokers[0].host or "") == 255
     assert [t.topic for t in snapshot.topics] == ["t"] and snapshot.topics[0].partitions == 0
     assert snapshot.zk_nodes == [] and snapshot.cluster_id is None and snapshot.controller_id is None
-    tables = poll_tables(FleetPoll("20260101T000000000000Z-ab", datetime.now(UTC), [snapshot], [], 0.0))
-    assert tables["broker_snapshots"].num_rows == 1
+    result = write_fleet_poll(Lake(tmp_path), FleetPoll("20260101T000000000000Z-abcdef01", datetime.now(UTC), [snapshot],
+                                                       [], 0.0))
+    assert result.degraded == {}  # the sanitized rows fit the lake's schema
+    assert readers.latest_brokers(tmp_path)["broker_id"].tolist() == [2]
 
 
 def test_a_valid_snapshot_is_untouched() -> None:
