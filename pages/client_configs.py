@@ -47,6 +47,10 @@ def main() -> None:
     tiles[3].metric("sensitive keys dropped", f"{counts.sensitive_dropped:,}",
                     help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
 
+    identity = config_views.identity_keys(data.result(location, "drift_keys"))
+    if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,
+                     key="client_configs_identity", help=", ".join(sorted(identity))):
+        dist = config_views.drop_keys(dist, identity)
     categorical = config_views.categorical_keys(dist, numeric)
     numeric_keys = sorted(numeric["key"].unique())
     st.subheader("Categorical keys")
