@@ -179,12 +179,15 @@ class IngestCounts:
     dropped_keys: list[str]
 
 
-def ingest_counts(stats: pd.DataFrame) -> IngestCounts:
-    """Sum the counters of the latest ingest run per source/location."""
+def ingest_counts(stats: pd.DataFrame, *, since_start: bool = False) -> IngestCounts:
+    """Sum the counters of the latest ingest run per source/location, or of every run when since_start."""
     if stats.empty:
         return IngestCounts(0, 0, 0, 0, [])
-    latest = stats.sort_values("ran_at").groupby(["source", "location"])["run_id"].last()
-    frame = stats[stats["run_id"].isin(set(latest))]
+    if since_start:
+        frame = stats
+    else:
+        latest = stats.sort_values("ran_at").groupby(["source", "location"])["run_id"].last()
+        frame = stats[stats["run_id"].isin(set(latest))]
     total = frame.groupby("metric")["count"].sum()
     dropped = sorted(frame.loc[(frame["metric"] == "sensitive_dropped") & (frame["detail"] != ""), "detail"].unique())
     return IngestCounts(

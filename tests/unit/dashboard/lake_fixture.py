@@ -243,10 +243,14 @@ def build_results(root: Path) -> None:
          "doc_url": "https://kafka.apache.org/documentation/#consumerconfigs_auto.commit.interval.ms"},
     ])
     write_result(root, "ingest_stats", [
-        {"run_id": "run-1", "ran_at": T1, "source": "sink", "location": "sink.jsonl", "metric": m,
+        {"run_id": run, "ran_at": at, "source": "sink", "location": "sink.jsonl", "metric": m,
          "detail": d, "count": n}
-        for m, d, n in (("records_read", "", 1500), ("records_written", "", 1497),
-                        ("quarantined", "malformed_json", 3), ("sensitive_dropped", "sasl.jaas.config", 7))
+        for run, at, counts in (
+            ("run-0", T0, (("records_read", "", 1000), ("records_written", "", 998),
+                           ("quarantined", "malformed_json", 2), ("sensitive_dropped", "sasl.jaas.config", 4))),
+            ("run-1", T1, (("records_read", "", 1500), ("records_written", "", 1497),
+                           ("quarantined", "malformed_json", 3), ("sensitive_dropped", "sasl.jaas.config", 7))))
+        for m, d, n in counts
     ])
 
 

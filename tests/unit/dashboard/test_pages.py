@@ -154,8 +154,10 @@ def test_compare_shows_overlap_and_same_name_different_id(fixture_lake: Path, op
 def test_client_configs_filters_and_counts(fixture_lake: Path, open_page: OpenPage) -> None:
     app = open_page(fixture_lake, "client_configs")
     metrics = {m.label: m.value for m in app.metric}
-    assert metrics["quarantined records"] == "3"
-    assert metrics["sensitive keys dropped"] == "7"
+    assert metrics["quarantined · last ingest run"] == "3"
+    assert metrics["sensitive keys dropped · last ingest run"] == "7"
+    assert metrics["records read · since the lake began"] == "2,500"  # both runs, labelled as totals
+    assert metrics["quarantined · since the lake began"] == "5"
     table = _frame(app, "client_configs_versions_table")
     assert len(table) == 3
     groups = _frame(app, "client_configs_group_drift")
