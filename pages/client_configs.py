@@ -39,14 +39,22 @@ def main() -> None:
     if software:
         versions = versions[versions["client_software_name"].isin(software)]
 
-    counts = config_views.ingest_counts(data.result(location, "ingest_stats"))
-    tiles = st.columns(4)
-    tiles[0].metric("records read", f"{counts.records_read:,}")
-    tiles[1].metric("records written", f"{counts.records_written:,}")
-    tiles[2].metric("quarantined records", f"{counts.quarantined:,}")
-    tiles[3].metric("sensitive keys dropped", f"{counts.sensitive_dropped:,}",
-                    help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
+    stats = data.result(location, "ingest_stats")
+    for label, since_start in (("since the lake began (all ingest runs)", True),
+                               ("last ingest run (per source)", False)):
+        counts = config_views.ingest_counts(stats, since_start=since_start)
+        st.caption(f"Ingest counts {label}")
+        tiles = st.columns(4)
+        tiles[0].metric(f"records read · {label.split(' (')[0]}", f"{counts.records_read:,}")
+        tiles[1].metric(f"records written · {label.split(' (')[0]}", f"{counts.records_written:,}")
+        tiles[2].metric(f"quarantined · {label.split(' (')[0]}", f"{counts.quarantined:,}")
+        tiles[3].metric(f"sensitive keys dropped · {label.split(' (')[0]}", f"{counts.sensitive_dropped:,}",
+                        help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
 
+    identity = config_views.identity_keys(data.result(location, "drift_keys"))
+    if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,
+                     key="client_configs_identity", help=", ".join(sorted(identity))):
+        dist = config_views.drop_keys(dist, identity)
     categorical = config_views.categorical_keys(dist, numeric)
     numeric_keys = sorted(numeric["key"].unique())
     st.subheader("Categorical keys")

@@ -42,9 +42,14 @@ def main() -> None:
         return
     st.subheader("Client config drift")
     drift = data.result(location, "drift_clusters")
+    dist = data.result(location, "distributions")
+    identity = config_views.identity_keys(data.result(location, "drift_keys"))
+    if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,
+                     key="compare_identity", help=", ".join(sorted(identity))):
+        drift = config_views.drop_keys(drift, identity)
+        dist = config_views.drop_keys(dist, identity)
     heat = config_views.drift_matrix(drift, chosen)
     st.plotly_chart(charts.drift_heatmap(heat), key="compare_drift")
-    dist = data.result(location, "distributions")
     dist = dist[dist["cluster"].isin(chosen)]
     numeric = data.result(location, "numeric_summary")
     numeric = numeric[numeric["cluster"].isin(chosen)]

@@ -109,6 +109,28 @@ def drift_matrix(drift: pd.DataFrame, clusters: list[str] | None = None, top: in
     return table
 
 
+IDENTITY_KEYS = frozenset({"client.id", "group.id", "group.instance.id", "transactional.id", "client.rack",
+                           "bootstrap.servers", "application.id", "application.server"})
+UNIQUE_RATIO = 0.9
+UNIQUE_MIN_INSTANCES = 20
+
+
+def identity_keys(drift_keys: pd.DataFrame, *, ratio: float = UNIQUE_RATIO,
+                  min_instances: int = UNIQUE_MIN_INSTANCES) -> set[str]:
+    """Identity/addressing keys plus keys nearly unique per instance (distinct/instances >= ratio) in any cluster."""
+    found = set(IDENTITY_KEYS)
+    if not drift_keys.empty:
+        enough = drift_keys[drift_keys["instances"] >= min_instances]
+        unique = enough[enough["distinct_values"] / enough["instances"] >= ratio]
+        found |= set(unique["key"])
+    return found
+
+
+def drop_keys(frame: pd.DataFrame, keys: set[str], column: str = "key") -> pd.DataFrame:
+    """Rows whose key is not in keys (drift rankings leave identity keys out by default)."""
+    return frame if frame.empty else frame[~frame[column].isin(keys)]
+
+
 def keys_by_drift(matrix: pd.DataFrame) -> list[str]:
     """Config keys of a drift matrix, most drifting first, without the client-type suffix."""
     if matrix.empty:
@@ -157,12 +179,15 @@ class IngestCounts:
     dropped_keys: list[str]
 
 
-def ingest_counts(stats: pd.DataFrame) -> IngestCounts:
-    """Sum the counters of the latest ingest run per source/location."""
+def ingest_counts(stats: pd.DataFrame, *, since_start: bool = False) -> IngestCounts:
+    """Sum the counters of the latest ingest run per source/location, or of every run when since_start."""
     if stats.empty:
         return IngestCounts(0, 0, 0, 0, [])
-    latest = stats.sort_values("ran_at").groupby(["source", "location"])["run_id"].last()
-    frame = stats[stats["run_id"].isin(set(latest))]
+    if since_start:
+        frame = stats
+    else:
+        latest = stats.sort_values("ran_at").groupby(["source", "location"])["run_id"].last()
+        frame = stats[stats["run_id"].isin(set(latest))]
     total = frame.groupby("metric")["count"].sum()
     dropped = sorted(frame.loc[(frame["metric"] == "sensitive_dropped") & (frame["detail"] != ""), "detail"].unique())
     return IngestCounts(

@@ -184,6 +184,9 @@ def build_results(root: Path) -> None:
             dist += [{"cluster_id": cid, "client_type": ctype, "key": key, "value": v,
                       "instance_count": n, "total_instances": total, "share": n / total}
                      for v, n in counts.items()]
+    # client.id: one value per instance, drifts "most" (TVD 1.0) but means nothing.
+    dist += [{"cluster_id": cid, "client_type": "producer", "key": "client.id", "value": f"{cid}-app-{i}",
+              "instance_count": 1, "total_instances": 25, "share": 1 / 25} for cid in (eu, us) for i in range(25)]
     # A sensitive key that slipped into results must never reach a page or an export.
     dist.append({"cluster_id": eu, "client_type": "producer", "key": "sasl.jaas.config", "value": SECRET_VALUE,
                  "instance_count": 1, "total_instances": 1, "share": 1.0})
@@ -204,14 +207,14 @@ def build_results(root: Path) -> None:
     write_result(root, "drift_clusters", [
         {"client_type": ct, "key": key, "cluster_a": a, "cluster_b": b, "tvd": tvd,
          "instances_a": 100, "instances_b": 100, "dominant_value_a": None, "dominant_value_b": None}
-        for ct, key, tvd in (("producer", "acks", 0.5), ("producer", "compression.type", 0.6),
+        for ct, key, tvd in (("producer", "client.id", 1.0), ("producer", "acks", 0.5), ("producer", "compression.type", 0.6),
                              ("consumer", "enable.auto.commit", 0.0))
     ])
     write_result(root, "drift_keys", [
         {"client_type": ct, "key": key, "cluster_id": cid, "instances": 100, "distinct_values": 2,
          "dominant_value": dom, "dominant_share": 0.8, "max_tvd": tvd}
         for cid in (eu, us)
-        for ct, key, dom, tvd in (("producer", "compression.type", "none", 0.6),
+        for ct, key, dom, tvd in (("producer", "client.id", "x", 1.0), ("producer", "compression.type", "none", 0.6),
                                   ("producer", "acks", "all", 0.5),
                                   ("consumer", "enable.auto.commit", "true", 0.0))
     ])
@@ -240,10 +243,14 @@ def build_results(root: Path) -> None:
          "doc_url": "https://kafka.apache.org/documentation/#consumerconfigs_auto.commit.interval.ms"},
     ])
     write_result(root, "ingest_stats", [
-        {"run_id": "run-1", "ran_at": T1, "source": "sink", "location": "sink.jsonl", "metric": m,
+        {"run_id": run, "ran_at": at, "source": "sink", "location": "sink.jsonl", "metric": m,
          "detail": d, "count": n}
-        for m, d, n in (("records_read", "", 1500), ("records_written", "", 1497),
-                        ("quarantined", "malformed_json", 3), ("sensitive_dropped", "sasl.jaas.config", 7))
+        for run, at, counts in (
+            ("run-0", T0, (("records_read", "", 1000), ("records_written", "", 998),
+                           ("quarantined", "malformed_json", 2), ("sensitive_dropped", "sasl.jaas.config", 4))),
+            ("run-1", T1, (("records_read", "", 1500), ("records_written", "", 1497),
+                           ("quarantined", "malformed_json", 3), ("sensitive_dropped", "sasl.jaas.config", 7))))
+        for m, d, n in counts
     ])
 
 

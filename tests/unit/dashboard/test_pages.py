@@ -154,8 +154,10 @@ def test_compare_shows_overlap_and_same_name_different_id(fixture_lake: Path, op
 def test_client_configs_filters_and_counts(fixture_lake: Path, open_page: OpenPage) -> None:
     app = open_page(fixture_lake, "client_configs")
     metrics = {m.label: m.value for m in app.metric}
-    assert metrics["quarantined records"] == "3"
-    assert metrics["sensitive keys dropped"] == "7"
+    assert metrics["quarantined · last ingest run"] == "3"
+    assert metrics["sensitive keys dropped · last ingest run"] == "7"
+    assert metrics["records read · since the lake began"] == "2,500"  # both runs, labelled as totals
+    assert metrics["quarantined · since the lake began"] == "5"
     table = _frame(app, "client_configs_versions_table")
     assert len(table) == 3
     groups = _frame(app, "client_configs_group_drift")
@@ -289,3 +291,24 @@ def test_compare_defaults_to_clusters_that_have_client_configs(fixture_lake: Pat
     assert app.multiselect(key="compare_clusters").value == ["prod-eu", "staging"]
     assert not app.exception
     assert app.selectbox(key="compare_key").options  # keys still listed without any drift pair
+
+
+def test_compare_leaves_identity_keys_out_of_drift_unless_asked(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "compare")
+    app.multiselect(key="compare_clusters").set_value(["prod-eu", "prod-us"]).run()
+    assert "client.id" not in app.selectbox(key="compare_key").options
+    assert app.selectbox(key="compare_key").value == "compression.type"
+    app.toggle(key="compare_identity").set_value(True).run()
+    assert app.selectbox(key="compare_key").options[0] == "client.id"  # TVD 1.0, ranked first once included
+
+
+def test_identity_keys_include_keys_unique_per_instance() -> None:
+    from backend.views.config_views import drop_keys, identity_keys
+
+    drift_keys = pd.DataFrame({"key": ["trace.tag", "acks", "small.unique"], "instances": [100, 100, 5],
+                               "distinct_values": [95, 3, 5]})
+    found = identity_keys(drift_keys)
+    assert {"trace.tag", "client.id", "group.id", "bootstrap.servers"} <= found
+    assert "acks" not in found and "small.unique" not in found  # too few instances to call it unique
+    frame = pd.DataFrame({"key": ["client.id", "acks", "trace.tag"]})
+    assert list(drop_keys(frame, found)["key"]) == ["acks"]
