@@ -48,6 +48,7 @@ def main() -> None:
     open_rows = incident_views.open_incidents(board)
     resolved = incident_views.resolved_incidents(board, now - WINDOWS[window])
 
+    st.caption(f"{len(open_rows) + len(resolved)} of {len(board)} alerts: open now, or resolved in the {window}")
     st.subheader("Open now")
     counts = incident_views.open_counts(board)
     tiles = st.columns(3)
