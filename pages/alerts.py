@@ -71,10 +71,11 @@ def main() -> None:
         st.caption("No incident was resolved in this window.")
     else:
         st.dataframe(resolved, key="alerts_resolved", hide_index=True, column_config=BOARD_CONFIG)
-    since = now - WINDOWS[window]
-    history = chosen[pd.to_datetime(chosen["raised_at"], utc=True) >= since]
-    st.plotly_chart(charts.alerts_over_time_chart(config_views.alerts_over_time(history),
-                                                  title=f"Opened in the {window}"), key="alerts_over_time")
+    # Plotly costs about a second per page view, so the chart is drawn on request only.
+    if st.toggle(f"Chart of alerts opened in the {window}", key="alerts_chart"):
+        history = chosen[pd.to_datetime(chosen["raised_at"], utc=True) >= now - WINDOWS[window]]
+        st.plotly_chart(charts.alerts_over_time_chart(config_views.alerts_over_time(history),
+                                                      title=f"Opened in the {window}"), key="alerts_over_time")
 
 
 main()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from backend.views import fleet_views, incident_views
@@ -81,12 +79,7 @@ def main() -> None:
     if (brokers["version_provenance"] == "guessed").any():
         st.caption("Some brokers do not implement KIP-885: their version is a guess from ApiVersions, shown as a range.")
     with st.expander("ApiVersions fingerprints"):
-        for _, broker in brokers.sort_values("broker_id").iterrows():
-            st.caption(f"broker {broker['broker_id']} · {components.plain(fleet_views.version_label(broker))}")
-            try:
-                st.json(json.loads(broker["api_versions_json"] or "{}"), expanded=False)
-            except ValueError:
-                st.code(broker["api_versions_json"] or "", language=None)
+        st.dataframe(fleet_views.api_versions_table(brokers), key="cluster_api_versions", hide_index=True)
 
     st.subheader("Topics")
     topics_section(location, cluster)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from backend.views import fleet_views, incident_views
@@ -66,11 +67,27 @@ def main() -> None:
             st.page_link("../pages/cluster.py", label=f"Open {pick}", query_params={"cluster": pick},
                          icon=":material/open_in_new:")
     with left:
-        matrix = fleet_views.version_matrix(brokers)
-        st.plotly_chart(charts.version_matrix_chart(matrix), key="fleet_versions")
+        st.subheader("Broker versions by cluster")
+        st.dataframe(fleet_views.version_table(fleet_views.version_matrix(brokers)), key="fleet_versions",
+                     hide_index=True)
+    upgrades(location, chosen)
+
+
+def upgrades(location: str, chosen: pd.DataFrame) -> None:
+    """Broker version changes as a table, newest first; the timeline chart on request (Plotly costs ~1 s a view)."""
     history = data.version_timeline(location)
     timeline = fleet_views.upgrade_timeline(history[history["cluster_name"].isin(chosen["cluster_name"])])
-    st.plotly_chart(charts.upgrade_timeline_chart(timeline), key="fleet_timeline")
+    head, switch = st.columns([3, 1])
+    head.subheader("Upgrades")
+    if switch.toggle("Timeline chart", key="fleet_timeline_chart"):
+        st.plotly_chart(charts.upgrade_timeline_chart(timeline), key="fleet_timeline")
+    elif timeline.empty:
+        st.caption("No broker changed version in the retained history.")
+    else:
+        st.caption(f"{len(timeline):,} broker version changes in the retained history, newest first.")
+        st.dataframe(fleet_views.recent_upgrades(timeline), key="fleet_upgrades", hide_index=True, column_config={
+            "changed_at": st.column_config.DatetimeColumn("seen at (UTC)", format="YYYY-MM-DD HH:mm"),
+            "from_version": st.column_config.TextColumn("from"), "to_version": st.column_config.TextColumn("to")})
 
 
 main()

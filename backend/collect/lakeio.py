@@ -475,6 +475,8 @@ def snapshots_from_state(fleet: readers.FleetState) -> dict[str, ClusterSnapshot
                 version_min=_opt(b.version_min),
                 version_max=_opt(b.version_max),
                 version_confidence=_opt(b.version_confidence),
+                api_versions_json=_opt(getattr(b, "api_versions_json", None)),
+                probe_ms=_opt(getattr(b, "probe_ms", None)),
                 error=_opt(b.error),
             )
             if snapshot.error and snapshot.error.startswith(MISSING_BROKER_ERROR):

@@ -271,6 +271,11 @@ _KEY_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "Off
               "DescribeTopicPartitions"}
 
 
+def api_name(key: int) -> str:
+    """The name of a Kafka API key ('Metadata' for 3), or '' when this table does not name it."""
+    return _KEY_NAMES.get(key, "")
+
+
 def _describe(checks: list[tuple[int, str, int]], limit: int = 4) -> str:
     parts = [f"{_KEY_NAMES.get(k, f'key {k}')} {kind} v{v}" for k, kind, v in checks[:limit]]
     if len(checks) > limit:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pandas as pd
+
+from backend.kafka.versions import api_name
 
 TAG_KEYS = ("env", "region", "team")
 STATUS_ORDER = ("ok", "degraded", "down", "auth_failed", "misrouted")
@@ -179,6 +182,27 @@ def version_matrix(brokers: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["cluster", "version"]).size().reset_index(name="brokers")
 
 
+def version_table(matrix: pd.DataFrame) -> pd.DataFrame:
+    """The version matrix as a table: one row per cluster, one column per version, blank where none."""
+    if matrix.empty:
+        return pd.DataFrame(columns=["cluster"])
+    grid = matrix.pivot_table(index="cluster", columns="version", values="brokers", aggfunc="sum")
+    grid = grid.reindex(sorted(grid.columns, key=_version_sort_key), axis=1).astype("Int64")
+    grid = grid.mask(grid == 0)  # an empty cell says "none" better than a 0
+    grid.columns = [str(c) for c in grid.columns]
+    return grid.reset_index().rename_axis(columns=None)
+
+
+def _version_sort_key(label: str) -> tuple[object, ...]:
+    """Order 'Apache Kafka 3.9.1' before 'Apache Kafka 4.3.1' (numeric parts compared as numbers)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", label))
+
+
+def recent_upgrades(timeline: pd.DataFrame, *, limit: int = 200) -> pd.DataFrame:
+    """Broker version changes, newest first, at most `limit` rows."""
+    return timeline.sort_values("changed_at", ascending=False).head(limit).reset_index(drop=True)
+
+
 def upgrade_timeline(broker_history: pd.DataFrame) -> pd.DataFrame:
     """Each change of a broker's version label between consecutive polls."""
     columns = ["changed_at", "cluster", "broker_id", "from_version", "to_version"]
@@ -193,6 +217,36 @@ def upgrade_timeline(broker_history: pd.DataFrame) -> pd.DataFrame:
         "broker_id": changed["broker_id"], "from_version": changed["previous"],
         "to_version": changed["label"],
     }, columns=columns).reset_index(drop=True)
+
+
+def api_versions_table(brokers: pd.DataFrame) -> pd.DataFrame:
+    """Each broker's ApiVersions answer as rows (broker, api key, api, min, max); unparsable text kept as text."""
+    rows: list[dict[str, object]] = []
+    for _, broker in brokers.sort_values("broker_id").iterrows():
+        text = broker.get("api_versions_json") or ""
+        try:
+            table = json.loads(text) if text else {}
+        except ValueError:
+            table = None
+        if not isinstance(table, dict):
+            rows.append({"broker_id": int(broker["broker_id"]), "api_key": None, "api": "unparsable answer",
+                         "min_version": None, "max_version": None, "raw": str(text)[:2000]})
+            continue
+        for key, entry in table.items():
+            lo, hi = (entry if isinstance(entry, list) and len(entry) == 2 else (None, None))
+            api_key = int(key) if str(key).isdigit() else None
+            rows.append({"broker_id": int(broker["broker_id"]), "api_key": api_key,
+                         "api": api_name(api_key) if api_key is not None else str(key)[:200],
+                         "min_version": _int_or_none(lo), "max_version": _int_or_none(hi),
+                         "raw": "" if lo is not None else str(entry)[:2000]})
+    frame = pd.DataFrame(rows, columns=["broker_id", "api_key", "api", "min_version", "max_version", "raw"])
+    for column in ("api_key", "min_version", "max_version"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def broker_table(brokers: pd.DataFrame) -> pd.DataFrame:

@@ -138,7 +138,7 @@ def test_v1_lake_migrates_without_loss(tmp_path: Path) -> None:
     v1_versions = readers.version_timeline(root)
     FleetWriter(Lake(root))  # the poller's writer migrates on open
     v2 = readers.latest_fleet_state(root)
-    key = ["cluster_name", "broker_id", "software_version", "version_provenance", "host", "rack"]
+    key = ["cluster_name", "broker_id", "software_version", "version_provenance", "host", "rack", "api_versions_json"]
     assert v2.brokers[key].sort_values(key).values.tolist() == v1.brokers[key].sort_values(key).values.tolist()
     tkey = ["cluster_name", "topic", "topic_id", "partitions", "replication_factor"]
     assert v2.topics[tkey].sort_values(tkey).values.tolist() == v1.topics[tkey].sort_values(tkey).values.tolist()

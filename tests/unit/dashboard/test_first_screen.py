@@ -1,0 +1,73 @@
+"""The first screen of Fleet, Cluster and Alerts draws tables only; Plotly charts are drawn on request.
+
+Plotly's bundle costs about a second of browser time per page view on this machine
+(benchmarks/README.md), so the pages an SRE opens most show the same facts as tables first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+from streamlit.testing.v1 import AppTest
+
+from backend.views import fleet_views
+
+OpenPage = Callable[..., AppTest]
+
+
+def test_version_table_has_blank_cells_for_none_and_versions_in_numeric_order() -> None:
+    matrix = pd.DataFrame({"cluster": ["a", "a", "b"],
+                           "version": ["Apache Kafka 3.10.0", "Apache Kafka 3.9.1", "Apache Kafka 3.9.1"],
+                           "brokers": [1, 2, 3]})
+    table = fleet_views.version_table(matrix).set_index("cluster")
+    assert list(table.columns) == ["Apache Kafka 3.9.1", "Apache Kafka 3.10.0"]
+    assert table.loc["a", "Apache Kafka 3.9.1"] == 2 and table.loc["b", "Apache Kafka 3.9.1"] == 3
+    assert pd.isna(table.loc["b", "Apache Kafka 3.10.0"])
+    assert fleet_views.version_table(matrix.iloc[0:0]).columns.tolist() == ["cluster"]
+
+
+def test_recent_upgrades_newest_first_and_bounded() -> None:
+    timeline = pd.DataFrame({"changed_at": pd.to_datetime(["2026-01-01", "2026-03-01", "2026-02-01"], utc=True),
+                             "cluster": ["a", "b", "c"], "broker_id": [1, 2, 3],
+                             "from_version": ["3.9.1"] * 3, "to_version": ["4.3.1"] * 3})
+    recent = fleet_views.recent_upgrades(timeline, limit=2)
+    assert list(recent["cluster"]) == ["b", "c"]
+
+
+def test_api_versions_table_rows_per_api_and_unparsable_text_kept_as_text() -> None:
+    brokers = pd.DataFrame({"broker_id": [2, 1, 3], "api_versions_json": [
+        json.dumps({"3": [0, 12], "0": [0, 11]}), None, "<b>not json</b>"]})
+    table = fleet_views.api_versions_table(brokers)
+    metadata = table[(table["broker_id"] == 2) & (table["api_key"] == 3)].iloc[0]
+    assert metadata["api"] == "Metadata" and metadata["max_version"] == 12
+    bad = table[table["broker_id"] == 3].iloc[0]
+    assert bad["api"] == "unparsable answer" and bad["raw"] == "<b>not json</b>"
+    assert 1 not in set(table["broker_id"])  # no answer, no rows
+
+
+def test_fleet_first_screen_has_no_plotly_chart_until_the_timeline_is_asked_for(
+        fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake)
+    assert not app.exception
+    assert not app.get("plotly_chart")
+    versions = [t.value for t in app.dataframe if "Apache Kafka 3.9.1" in t.value.columns]
+    assert versions and "prod-eu" in set(versions[0]["cluster"])
+    app.toggle(key="fleet_timeline_chart").set_value(True).run()
+    assert not app.exception and len(app.get("plotly_chart")) == 1
+
+
+def test_alerts_chart_only_on_request(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "alerts")
+    assert not app.exception and not app.get("plotly_chart")
+    app.toggle(key="alerts_chart").set_value(True).run()
+    assert not app.exception and len(app.get("plotly_chart")) == 1
+
+
+def test_cluster_fingerprints_are_one_table(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "cluster")
+    assert not app.exception and not app.get("json")
+    tables = [t.value for t in app.dataframe if {"api_key", "min_version", "max_version"} <= set(t.value.columns)]
+    assert tables and "ApiVersions" in set(tables[0]["api"])
