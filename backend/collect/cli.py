@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -14,15 +15,15 @@ from backend.collect.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
 from backend.collect.poller import run_poller
 from backend.config import FleetConfigError, load_fleet
 from backend.store.lake import LakeError
-from backend.store.location import LAKE_HELP, resolve_lake
+from backend.store.location import DEFAULT_FLEET_FILE, ENV_FLEET, LAKE_HELP, resolve_lake
 
 
 def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the poll command's options to a (sub)parser."""
     parser.add_argument(
         "--config",
-        default="clusters.toml",
-        help="fleet file (TOML); default clusters.toml",
+        default=None,
+        help=f"fleet file (TOML); default ${ENV_FLEET}, else {DEFAULT_FLEET_FILE}",
     )
     parser.add_argument("--lake", default=None, help=LAKE_HELP)
     parser.add_argument("--secrets", default=None, help="secrets.toml holding [passwords]")
@@ -76,6 +77,8 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
     out = out or sys.stdout
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the same fleet file the UI's "Poll now" uses when none is named
+    args.config = args.config or os.environ.get(ENV_FLEET) or DEFAULT_FLEET_FILE
     try:
         fleet = load_fleet(args.config, args.secrets)
     except FleetConfigError as exc:

@@ -44,3 +44,14 @@ def test_non_positive_interval_is_refused(tmp_path: Path, capsys: pytest.Capture
     args = _args(["--config", str(config), "--interval", "0", "--secrets", str(tmp_path / "none.toml")])
     assert run_poll_command(args, out=io.StringIO()) == 2
     assert "--interval must be > 0" in capsys.readouterr().err
+
+
+def test_fleet_file_defaults_to_the_environment_like_the_ui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FLEETVIEW_FLEET", str(tmp_path / "from-env.toml"))
+    assert run_poll_command(_args(["--once"]), out=io.StringIO()) == 2
+    assert "from-env.toml" in capsys.readouterr().err  # not ./clusters.toml
+    monkeypatch.delenv("FLEETVIEW_FLEET")
+    assert run_poll_command(_args(["--once"]), out=io.StringIO()) == 2
+    assert "clusters.toml" in capsys.readouterr().err
