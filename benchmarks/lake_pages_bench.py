@@ -3,7 +3,8 @@
 `benchmarks/lake_time_bench.py --keep-lakes DIR` keeps the simulated lake at 1 hour, 1 day, 7 days and
 30 days as DIR/<label>. This serves every kept lake with its own `streamlit run` at once and visits each
 page on each lake in turn (interleaved, so all lakes see the same machine load): one cold visit, then
-warm ones, each in a fresh browser context (a new Streamlit session). It samples each server's peak RSS.
+warm ones, each in a fresh browser context (a new Streamlit session). It samples each server's peak RSS,
+and times a floor app (a title and one table) the same way: what any Streamlit page costs here.
 
     .venv/bin/python -m benchmarks.lake_pages_bench DIR [--repeats 3]
 
@@ -27,6 +28,12 @@ from typing import Any
 from benchmarks.ui_bench import CHROMIUM, CHROMIUM_ARGS, RssSampler, serve
 
 PAGES = {"fleet": ("", "stDataFrame"), "cluster": ("cluster", "stDataFrame"), "alerts": ("alerts", "stDataFrame")}
+# Streamlit's own cost of a page view, timed the same way: a title and one 50-row table, nothing else.
+FLOOR_APP = """import pandas as pd
+import streamlit as st
+st.title("Floor")
+st.dataframe(pd.DataFrame({"a": range(50), "b": ["x"] * 50}))
+"""
 TARGET_RATIO = 1.3
 TARGET_PAGE_S = 2.0
 
@@ -58,10 +65,17 @@ def measure_pages(lakes: dict[str, Path], repeats: int = 3) -> dict[str, Any]:
                 procs[label], urls[label] = serve(lake, Path(tmp) / f"streamlit-{label}.log")
                 samplers[label] = RssSampler(procs[label].pid)
                 samplers[label].start()
+            floor_app = Path(tmp) / "floor.py"
+            floor_app.write_text(FLOOR_APP, encoding="utf-8")
+            procs["floor"], floor_url = serve(Path(tmp), Path(tmp) / "streamlit-floor.log", app=floor_app)
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
                 for round_no in range(1 + repeats):
                     visit = "cold" if round_no == 0 else "warm"
+                    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    seconds.setdefault(("floor", "floor", visit), []).append(
+                        time_page(context.new_page(), floor_url, "stDataFrame"))
+                    context.close()
                     for page_name, (path, marker) in PAGES.items():
                         for label, url in urls.items():
                             context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -72,11 +86,14 @@ def measure_pages(lakes: dict[str, Path], repeats: int = 3) -> dict[str, Any]:
                 browser.close()
         finally:
             for label, proc in procs.items():
-                samplers[label].running = False
+                if label in samplers:
+                    samplers[label].running = False
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=30)
     first = next(iter(lakes))
     out: dict[str, Any] = {"pages": {}, "server_peak_rss_mb": {}, "ratios_vs_" + first: {}}
+    out["streamlit_floor_s"] = {f"{visit}": round(statistics.median(seconds[("floor", "floor", visit)]), 3)
+                                for visit in ("cold", "warm")}
     for label in lakes:
         out["pages"][label] = {f"{page}_{visit}_s": round(statistics.median(seconds[(label, page, visit)]), 3)
                                for page in PAGES for visit in ("cold", "warm")}

@@ -192,11 +192,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(lake: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `streamlit run dashboard/app.py` on the lake and wait until it is healthy."""
+def serve(lake: Path, log: Path, app: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `streamlit run dashboard/app.py` (or another app) on the lake and wait until it is healthy."""
     port = _free_port()
     env = {**os.environ, "FLEETVIEW_LAKE": str(lake), "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.port", str(port),
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app or REPO / "dashboard" / "app.py"), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]
     with log.open("wb") as out:

@@ -165,6 +165,10 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
         assert heading in main
         assert not any(marker in main for marker in EMPTY_STATE_MARKERS), f"{path}: {main[:400]}"
         assert page.locator("[data-testid='stDataFrame'], [data-testid='stPlotlyChart']").count() > 0, path
+        # The screenshots go to docs/: no path of this machine (repo, lake, temp dirs) may show on a page.
+        shown = page.inner_text("body")
+        for machine_path in (str(REPO), str(demo.lake), "/tmp/", "/home/", "/root/"):
+            assert machine_path not in shown, f"{path}: {machine_path} is visible"
         page.screenshot(path=str(shots / f"demo-{path or 'fleet'}.png"), full_page=True)
 
     # The Alerts page shows each family (over the whole history): filter by its rule and count what remains.
