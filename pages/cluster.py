@@ -71,7 +71,8 @@ def main() -> None:
 
     st.subheader("Brokers")
     brokers = data.latest_brokers(location, cluster, with_data=True)
-    if not brokers.empty and brokers["poll_id"].iloc[0] != row["poll_id"]:
+    # The stored state carries the poll that last changed it, so compare statuses, not poll ids.
+    if not brokers.empty and fleet_views.has_no_data(row["status"]):
         st.caption(f"The latest poll returned no data; showing brokers and topics last seen at "
                    f"{brokers['polled_at'].iloc[0]:%Y-%m-%d %H:%M} UTC.")
     st.dataframe(fleet_views.broker_table(brokers), key="cluster_brokers", hide_index=True, column_config={

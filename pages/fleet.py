@@ -67,9 +67,10 @@ def main() -> None:
             st.page_link("../pages/cluster.py", label=f"Open {pick}", query_params={"cluster": pick},
                          icon=":material/open_in_new:")
     with left:
-        st.subheader("Broker versions by cluster")
+        st.subheader("Broker versions")
         st.dataframe(fleet_views.version_table(fleet_views.version_matrix(brokers)), key="fleet_versions",
-                     hide_index=True)
+                     hide_index=True, column_config={
+                         "clusters": st.column_config.TextColumn("clusters running it (brokers)", width="large")})
     upgrades(location, chosen)
 
 

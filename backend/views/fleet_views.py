@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from backend.kafka.versions import api_name
+from backend.store.readers import NO_DATA_STATUSES
 
 TAG_KEYS = ("env", "region", "team")
 STATUS_ORDER = ("ok", "degraded", "down", "auth_failed", "misrouted")
@@ -183,14 +184,17 @@ def version_matrix(brokers: pd.DataFrame) -> pd.DataFrame:
 
 
 def version_table(matrix: pd.DataFrame) -> pd.DataFrame:
-    """The version matrix as a table: one row per cluster, one column per version, blank where none."""
+    """The version matrix as one row per version: brokers in total and the clusters running it ('a ×2, b ×1')."""
+    columns = ["version", "brokers", "clusters"]
     if matrix.empty:
-        return pd.DataFrame(columns=["cluster"])
-    grid = matrix.pivot_table(index="cluster", columns="version", values="brokers", aggfunc="sum")
-    grid = grid.reindex(sorted(grid.columns, key=_version_sort_key), axis=1).astype("Int64")
-    grid = grid.mask(grid == 0)  # an empty cell says "none" better than a 0
-    grid.columns = [str(c) for c in grid.columns]
-    return grid.reset_index().rename_axis(columns=None)
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for version, part in matrix.groupby("version"):
+        part = part.sort_values(["brokers", "cluster"], ascending=[False, True])
+        rows.append({"version": str(version), "brokers": int(part["brokers"].sum()),
+                     "clusters": ", ".join(f"{c} ×{n}" for c, n in zip(part["cluster"], part["brokers"], strict=True))})
+    rows.sort(key=lambda row: _version_sort_key(str(row["version"])))
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _version_sort_key(label: str) -> tuple[object, ...]:
@@ -217,6 +221,11 @@ def upgrade_timeline(broker_history: pd.DataFrame) -> pd.DataFrame:
         "broker_id": changed["broker_id"], "from_version": changed["previous"],
         "to_version": changed["label"],
     }, columns=columns).reset_index(drop=True)
+
+
+def has_no_data(status: object) -> bool:
+    """Whether a poll with this status read nothing (the pages then show what was last seen)."""
+    return str(status) in NO_DATA_STATUSES
 
 
 def api_versions_table(brokers: pd.DataFrame) -> pd.DataFrame:

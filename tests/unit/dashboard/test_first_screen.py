@@ -18,15 +18,15 @@ from backend.views import fleet_views
 OpenPage = Callable[..., AppTest]
 
 
-def test_version_table_has_blank_cells_for_none_and_versions_in_numeric_order() -> None:
+def test_version_table_one_row_per_version_in_numeric_order_with_its_clusters() -> None:
     matrix = pd.DataFrame({"cluster": ["a", "a", "b"],
                            "version": ["Apache Kafka 3.10.0", "Apache Kafka 3.9.1", "Apache Kafka 3.9.1"],
                            "brokers": [1, 2, 3]})
-    table = fleet_views.version_table(matrix).set_index("cluster")
-    assert list(table.columns) == ["Apache Kafka 3.9.1", "Apache Kafka 3.10.0"]
-    assert table.loc["a", "Apache Kafka 3.9.1"] == 2 and table.loc["b", "Apache Kafka 3.9.1"] == 3
-    assert pd.isna(table.loc["b", "Apache Kafka 3.10.0"])
-    assert fleet_views.version_table(matrix.iloc[0:0]).columns.tolist() == ["cluster"]
+    table = fleet_views.version_table(matrix)
+    assert list(table["version"]) == ["Apache Kafka 3.9.1", "Apache Kafka 3.10.0"]
+    assert list(table["brokers"]) == [5, 1]
+    assert list(table["clusters"]) == ["b ×3, a ×2", "a ×1"]  # no cell for a version a cluster does not run
+    assert fleet_views.version_table(matrix.iloc[0:0]).empty
 
 
 def test_recent_upgrades_newest_first_and_bounded() -> None:
@@ -53,8 +53,8 @@ def test_fleet_first_screen_has_no_plotly_chart_until_the_timeline_is_asked_for(
     app = open_page(fixture_lake)
     assert not app.exception
     assert not app.get("plotly_chart")
-    versions = [t.value for t in app.dataframe if "Apache Kafka 3.9.1" in t.value.columns]
-    assert versions and "prod-eu" in set(versions[0]["cluster"])
+    versions = [t.value for t in app.dataframe if {"version", "brokers", "clusters"} <= set(t.value.columns)]
+    assert versions and "prod-eu ×3" in versions[0].set_index("version").loc["Apache Kafka 3.9.1", "clusters"]
     app.toggle(key="fleet_timeline_chart").set_value(True).run()
     assert not app.exception and len(app.get("plotly_chart")) == 1
 
@@ -71,3 +71,18 @@ def test_cluster_fingerprints_are_one_table(fixture_lake: Path, open_page: OpenP
     assert not app.exception and not app.get("json")
     tables = [t.value for t in app.dataframe if {"api_key", "min_version", "max_version"} <= set(t.value.columns)]
     assert tables and "ApiVersions" in set(tables[0]["api"])
+
+
+def test_last_seen_caption_only_for_a_cluster_whose_latest_poll_read_nothing(
+        fixture_lake: Path, open_page: OpenPage) -> None:
+    """Decided by the latest status, not by comparing poll ids of two readers cached at different times."""
+    assert fleet_views.has_no_data("down") and fleet_views.has_no_data("auth_failed")
+    assert not fleet_views.has_no_data("ok") and not fleet_views.has_no_data("degraded")
+
+    def captions(app: AppTest) -> str:
+        return "\n".join(str(c.value) for c in app.caption)
+
+    healthy = open_page(fixture_lake, "cluster", {"cluster": "prod-eu"})
+    assert not healthy.exception and "returned no data" not in captions(healthy)
+    down = open_page(fixture_lake, "cluster", {"cluster": "staging"})
+    assert not down.exception and "returned no data" in captions(down)
