@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -30,6 +32,34 @@ def tiles(location: str) -> None:
     cols[3].caption(components.colored_counts(sev, components.SEVERITY_MARKDOWN_COLORS))
 
 
+def fleet_columns(details: bool) -> dict[str, Any]:
+    """The Fleet table's columns: compact (fits 1280 px without scrolling sideways) unless details are asked for."""
+    columns: dict[str, object] = {
+        "cluster": st.column_config.TextColumn("cluster", width=110),
+        "page": st.column_config.LinkColumn("open", display_text="open ↗", width=52),
+        "status": st.column_config.TextColumn("status", width=90),
+        "brokers": st.column_config.TextColumn("brokers", width=62, help="reachable / registered"),
+        "versions": st.column_config.TextColumn("broker versions", width=180,
+                                                help="brokers per version; each broker on the cluster page"),
+        "topics": st.column_config.NumberColumn("topics", width=56),
+        "under_replicated": st.column_config.NumberColumn("URP", width=48, help="under-replicated partitions"),
+        "last_poll": st.column_config.TextColumn("last poll", width=66, help="age of the cluster's latest poll"),
+        "problem": st.column_config.TextColumn("error", width=120,
+                                               help="first line of the poll's error; the cluster page shows it whole"),
+        "software": None, "error": None,
+    }
+    hidden = ("env", "region", "team", "cluster_id", "controller", "provenance")
+    if details:
+        columns |= {
+            "cluster_id": st.column_config.TextColumn("cluster id", help="KIP-78 cluster id"),
+            "controller": st.column_config.TextColumn("controller"),
+            "provenance": st.column_config.TextColumn("version provenance", help=components.PROVENANCE_HELP),
+        }
+    else:
+        columns |= dict.fromkeys(hidden)
+    return columns
+
+
 def main() -> None:
     """Render the fleet page."""
     st.title("Fleet")
@@ -45,18 +75,16 @@ def main() -> None:
     table = fleet_views.fleet_table(chosen, brokers)
     table["status"] = table["status"].map(components.status_cell)
     table.insert(1, "page", table["cluster"].map(components.cluster_link))
-    st.caption("Select a row (or use the link column) to open a cluster.")
+    head, switch = st.columns([3, 1])
+    head.caption("Select a row (or use the link column) to open a cluster; the cluster page has every detail.")
+    details = switch.toggle("ids, tags, provenance", key="fleet_details",
+                            help="Add the cluster id, tags, controller and version provenance columns.")
     event = st.dataframe(
         table, key="fleet_table", hide_index=True, on_select="rerun", selection_mode="single-row",
-        column_config={
-            "page": st.column_config.LinkColumn("open", display_text="open ↗"),
-            "cluster_id": st.column_config.TextColumn("cluster id", help="KIP-78 cluster id"),
-            "software": st.column_config.TextColumn("broker software", width="large"),
-            "provenance": st.column_config.TextColumn("version provenance", help=components.PROVENANCE_HELP),
-            "under_replicated": st.column_config.NumberColumn("URP"),
-            "last_poll": st.column_config.TextColumn("last poll (age)"),
-        },
+        column_config=fleet_columns(details),
     )
+    for name, problem in fleet_views.cluster_problems(table):
+        st.caption(f"{components.plain(name)}: {components.plain(problem)}")
     rows = event.selection.rows if event else []
     if rows:
         st.switch_page("../pages/cluster.py", query_params={"cluster": table.iloc[rows[0]]["cluster"]})

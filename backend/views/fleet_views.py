@@ -95,6 +95,30 @@ def summarize_versions(brokers: pd.DataFrame) -> str:
     return parts[0] if len(parts) == 1 else "mixed: " + ", ".join(parts)
 
 
+def condensed_versions(brokers: pd.DataFrame) -> str:
+    """Versions in a few characters: 'Apache Kafka 4.3.1 ×3', 'Apache Kafka 4.2.0 ×1, 4.3.1 ×2' (name said once)."""
+    if brokers.empty:
+        return "no brokers"
+    pairs = pd.DataFrame({"name": [DISPLAY_NAMES.get(n, n) for n in brokers["software_name"].map(_text).fillna("")],
+                          "version": brokers.apply(version_label, axis=1)})
+    by_name: dict[str, list[tuple[str, int]]] = {}
+    for (name, version), n in sorted(pairs.value_counts().items()):
+        by_name.setdefault(str(name), []).append((str(version), int(n)))
+    parts = []
+    for name, versions in by_name.items():
+        listed = ", ".join(f"{v} ×{n}" for v, n in sorted(versions, key=lambda vn: _version_sort_key(vn[0])))
+        parts.append(f"{name} {listed}".strip())
+    return "; ".join(parts)
+
+
+def short_error(error: object, limit: int = 80) -> str:
+    """The first line of an error, cut at `limit` characters (the cluster page shows it whole)."""
+    if error is None or (isinstance(error, float) and math.isnan(error)) or error is pd.NA:
+        return ""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
 def summarize_provenance(brokers: pd.DataFrame) -> str:
     """Provenances of a cluster's broker versions, e.g. 'reported ×2, guessed ×1'."""
     if brokers.empty:
@@ -133,21 +157,30 @@ def fleet_table(latest: pd.DataFrame, brokers: pd.DataFrame, now: datetime | Non
     """One display row per cluster: status, ids, versions with provenance, topics, URPs, poll age."""
     now = now or datetime.now(UTC)
     columns = ["cluster", "env", "region", "team", "cluster_id", "status", "error", "controller",
-               "brokers", "software", "provenance", "topics", "under_replicated", "last_poll"]
+               "brokers", "software", "versions", "provenance", "topics", "under_replicated", "last_poll", "problem"]
     rows = []
     for _, c in latest.iterrows():
         mine = brokers[brokers["cluster_name"] == c["cluster_name"]] if not brokers.empty else brokers
         rows.append({
             "cluster": c["cluster_name"], "env": c.get("env", ""), "region": c.get("region", ""),
             "team": c.get("team", ""), "cluster_id": _text(c["cluster_id"]),
-            "status": c["status"], "error": _text(c["error"]),
+            "status": c["status"], "error": _text(c["error"]), "problem": short_error(c["error"]),
             "controller": controller_text(c["controller_id"]),
             "brokers": "—" if pd.isna(c["broker_count"]) else f"{_count(c['brokers_reachable'])}/{_count(c['broker_count'])}",
-            "software": summarize_versions(mine), "provenance": summarize_provenance(mine),
+            "software": summarize_versions(mine), "versions": condensed_versions(mine),
+            "provenance": summarize_provenance(mine),
             "topics": _count(c["topic_count"]), "under_replicated": _count(c["under_replicated"]),
             "last_poll": age_text(c["polled_at"], now),
         })
     return pd.DataFrame(rows, columns=columns)
+
+
+def cluster_problems(table: pd.DataFrame, limit: int = 200) -> list[tuple[str, str]]:
+    """(cluster, first line of its error) for each Fleet row with an error, so the error is readable in full."""
+    if table.empty:
+        return []
+    rows = table[table["error"].fillna("").astype(str).str.strip() != ""]
+    return [(str(c), short_error(e, limit)) for c, e in zip(rows["cluster"], rows["error"], strict=True)]
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,23 @@ def test_cli_report_renders_offline_in_chromium(ui_lake: Path, page: Any, tmp_pa
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60000)
     assert page.locator(".js-plotly-plot").count() >= 4  # heatmap + one chart per key
     assert [u for u in requested if not u.startswith("file:")] == []  # nothing fetched from the network
+
+
+def test_fleet_rows_fit_1280_px_without_scrolling_sideways(fleet_server: StreamlitServer, browser: Any) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        _open(page, fleet_server.url)
+        grid = page.get_by_test_id("stDataFrame").first
+        grid.wait_for(timeout=30000)
+        page.wait_for_timeout(1000)  # the grid sizes its columns after the first paint
+        sizes = page.evaluate("""() => {
+            const s = document.querySelector('[data-testid="stDataFrame"] .dvn-scroller');
+            return {scroll: s.scrollWidth, client: s.clientWidth};
+        }""")
+        assert sizes["scroll"] <= sizes["client"] + 1, sizes
+        header = page.evaluate("() => document.querySelector('[data-testid=\"stDataFrame\"]').innerText")
+        assert "broker versions" in header or "Apache Kafka 3.9.1 ×3" in page.content()
+        page.screenshot(path=str(SCREENSHOTS / "fleet-1280.png"), full_page=False)
+    finally:
+        context.close()

@@ -86,3 +86,25 @@ def test_last_seen_caption_only_for_a_cluster_whose_latest_poll_read_nothing(
     assert not healthy.exception and "returned no data" not in captions(healthy)
     down = open_page(fixture_lake, "cluster", {"cluster": "staging"})
     assert not down.exception and "returned no data" in captions(down)
+
+
+def test_condensed_versions_names_the_software_once_and_counts_brokers_per_version() -> None:
+    brokers = pd.DataFrame({"software_name": ["Kafka", "Kafka", "Apache Kafka", "Redpanda"],
+                            "software_version": ["4.3.1", "4.2.0", "4.3.1", "24.1.2"],
+                            "version_provenance": ["reported"] * 4})
+    text = fleet_views.condensed_versions(brokers)
+    assert text.count("Apache Kafka") == 1
+    assert "4.2.0 ×1, 4.3.1 ×2" in text and "24.1.2 ×1" in text
+    assert fleet_views.condensed_versions(brokers.iloc[0:0]) == "no brokers"
+
+
+def test_short_error_keeps_the_first_line_and_cuts_long_ones() -> None:
+    assert fleet_views.short_error("timed out\nstack trace here") == "timed out"
+    assert fleet_views.short_error(None) == "" and fleet_views.short_error(float("nan")) == ""
+    cut = fleet_views.short_error("x" * 300, limit=40)
+    assert len(cut) == 40 and cut.endswith("…")
+
+
+def test_cluster_problems_lists_only_rows_with_an_error() -> None:
+    table = pd.DataFrame({"cluster": ["a", "b", "c"], "error": ["", "auth failed\nmore", None]})
+    assert fleet_views.cluster_problems(table) == [("b", "auth failed")]
