@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from backend.pipeline.job import run_analysis
+from backend.pipeline.normalize import normalized_value_sql
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 from backend.store.tables import read_table
 
@@ -197,13 +198,14 @@ def write_fleet(lake: Path, start: int, count: int, at: datetime, chunk: int = 2
     return rows
 
 
-DUCKDB_DISTRIBUTIONS = """
+DUCKDB_DISTRIBUTIONS = f"""
 WITH rows AS (SELECT * FROM read_parquet(?)),
 latest AS (
   SELECT client_instance_id, arg_max(snapshot_id, received_at) AS snapshot_id
   FROM rows GROUP BY client_instance_id),
 picked AS (
-  SELECT DISTINCT r.client_instance_id, r.cluster_id, r.client_type, r.key, r.value
+  SELECT DISTINCT r.client_instance_id, r.cluster_id, r.client_type, r.key,
+    {normalized_value_sql("r.key", "r.value")} AS value
   FROM rows r JOIN latest l USING (client_instance_id, snapshot_id)),
 counts AS (
   SELECT cluster_id, client_type, key, value, count(*) AS instance_count

@@ -36,7 +36,7 @@ STATE_DIR = "_state/pipeline"
 MANIFEST = "processed_files.json"
 BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
 STATE = "state.json"  # which latest-rows base/segments and count tables are current
-STATE_FORMAT = 2
+STATE_FORMAT = 3  # 3: value_counts keyed by normalised value and raw_value
 LATEST = "latest"  # latest rows per instance: one base plus appended segments
 AGG = "agg"  # count tables, one directory per generation
 TOO_OLD = "too_old_clients"
@@ -128,18 +128,22 @@ class _Lake:
 
     def config_files(self) -> list[str]:
         """client_configs Parquet files relative to the table (hidden and temp files skipped)."""
+        return sorted(self.config_file_sizes())
+
+    def config_file_sizes(self) -> dict[str, int]:
+        """config_files() with their sizes in bytes (from the same listing)."""
         base = self.path("client_configs")
         if self.fs.get_file_info(base).type != pafs.FileType.Directory:
-            return []
+            return {}
         selector = pafs.FileSelector(base, recursive=True)
-        found = []
+        found: dict[str, int] = {}
         for info in self.fs.get_file_info(selector):
             rel = posixpath.relpath(info.path, base)
             if info.type == pafs.FileType.File and rel.endswith(".parquet") and not any(
                 part.startswith((".", "_")) for part in rel.split("/")
             ):
-                found.append(rel)
-        return sorted(found)
+                found[rel] = int(info.size or 0)
+        return found
 
     def read_json(self, *parts: str) -> object:
         return read_json(self.where, self.path(*parts))
@@ -314,7 +318,8 @@ def run_analysis(
     spark = get_spark(master)
     summary.quarantined, summary.sensitive_dropped, summary.untyped = _ingest_totals(lake)
 
-    all_files = paths.config_files()
+    sizes = paths.config_file_sizes()
+    all_files = sorted(sizes)
     saved = paths.read_json(STATE_DIR, MANIFEST)
     manifest = [str(f) for f in saved] if isinstance(saved, list) and state is not None else []
     done = set(manifest)

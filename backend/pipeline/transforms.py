@@ -7,6 +7,7 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from backend.pipeline.normalize import normalized_value_col
 from backend.store.config_schemas import NUMERIC_CONFIG_TYPES
 
 # Internal stand-ins so nulls can take part in equi-joins; never written out.
@@ -43,6 +44,17 @@ def latest_snapshots(
     )
 
 
+_DIST_COLUMNS = ("cluster_id", "client_type", "key", "value", "instance_count", "total_instances",
+                 "share", "raw_values")
+
+
+def normalized(rows: DataFrame) -> DataFrame:
+    """``value`` normalised (backend.pipeline.normalize), the spelling kept as ``raw_value``."""
+    if "raw_value" in rows.columns:
+        return rows
+    return rows.withColumn("raw_value", F.col("value")).withColumn("value", normalized_value_col())
+
+
 def instances(latest: DataFrame) -> DataFrame:
     """One row per client instance with its identity columns."""
     return latest.select(*INSTANCE_COLUMNS).dropDuplicates(["client_instance_id"])
@@ -52,10 +64,12 @@ def distributions(latest: DataFrame) -> DataFrame:
     """Instances per (cluster, client type, key, value) and their share of that key's instances."""
     per_key = Window.partitionBy("cluster_id", "client_type", "key")
     return (
-        latest.groupBy("cluster_id", "client_type", "key", "value")
-        .agg(F.count(F.lit(1)).alias("instance_count"))
+        normalized(latest).groupBy("cluster_id", "client_type", "key", "value")
+        .agg(F.count(F.lit(1)).alias("instance_count"),
+             F.array_sort(F.collect_set("raw_value")).alias("raw_values"))
         .withColumn("total_instances", F.sum("instance_count").over(per_key))
         .withColumn("share", F.col("instance_count") / F.col("total_instances"))
+        .select(*_DIST_COLUMNS)
     )
 
 
@@ -74,7 +88,7 @@ def default_share(latest: DataFrame) -> DataFrame:
 
 def numeric_summary(latest: DataFrame) -> DataFrame:
     """min, p50, p90, max (exact, linear interpolation) of numeric keys per cluster/type/key."""
-    numeric = latest.where(F.col("type").isin(*NUMERIC_CONFIG_TYPES)).withColumn(
+    numeric = normalized(latest).where(F.col("type").isin(*NUMERIC_CONFIG_TYPES)).withColumn(
         "number", F.expr("try_cast(value AS DOUBLE)")
     )
     return (
@@ -178,13 +192,15 @@ def drift_keys(dist: DataFrame, pairs: DataFrame) -> DataFrame:
         .join(max_tvd, ["client_type", "key"], "left")
         .withColumn("max_tvd", F.coalesce(F.col("max_tvd"), F.lit(0.0)))
         .withColumn("client_type", _restore_type())
+        .withColumn("distinct_share", F.col("distinct_values") / F.col("instances"))
         .select("client_type", "key", "cluster_id", "instances", "distinct_values",
-                "dominant_value", "dominant_share", "max_tvd")
+                "dominant_value", "dominant_share", "max_tvd", "distinct_share")
     )
 
 
 def group_drift(latest: DataFrame) -> DataFrame:
     """Keys on which members of one group.id (in one cluster) disagree, with value counts."""
+    latest = normalized(latest)
     groups = latest.where((F.col("key") == "group.id") & F.col("value").isNotNull()).select(
         "client_instance_id", "cluster_id", F.col("value").alias("group_id"))
     members = latest.join(groups, ["client_instance_id", "cluster_id"]).where(
@@ -205,7 +221,7 @@ def client_versions(latest: DataFrame) -> DataFrame:
 
 def instance_configs(latest: DataFrame) -> DataFrame:
     """One row per instance with its identity columns and a map ``cfg`` of key -> value."""
-    cfg = latest.groupBy("client_instance_id").agg(
+    cfg = normalized(latest).groupBy("client_instance_id").agg(
         F.map_from_entries(F.collect_list(F.struct("key", "value"))).alias("cfg"))
     return instances(latest).join(cfg, "client_instance_id")
 
@@ -219,7 +235,9 @@ def instance_configs(latest: DataFrame) -> DataFrame:
 # distinct values, not the number of instances. Every results table but config_alerts is a
 # function of them.
 
-VALUE_COUNT_KEYS = ("cluster_id", "client_type", "key", "value", "type", "is_default")
+# value is normalised; raw_value is the spelling reported (distributions lists the spellings).
+VALUE_COUNT_KEYS = ("cluster_id", "client_type", "key", "value", "raw_value", "type",
+                    "is_default")
 GROUP_COUNT_KEYS = ("cluster_id", "group_id", "key", "value")
 VERSION_COUNT_KEYS = ("cluster_id", "client_type", "client_software_name",
                       "client_software_version")
@@ -240,12 +258,14 @@ def instance_rows(rows: DataFrame) -> DataFrame:
 
 def value_counts(rows: DataFrame) -> DataFrame:
     """n per (cluster, client type, key, value, config type, is_default)."""
+    rows = normalized(rows)
     return rows.groupBy(*VALUE_COUNT_KEYS).agg(_weighted_count(rows))
 
 
 def group_counts(rows: DataFrame) -> DataFrame:
     """n members per (cluster, group.id, key, value), group identity keys left out."""
     extra = ["sign"] if "sign" in rows.columns else []
+    rows = normalized(rows)
     groups = rows.where((F.col("key") == "group.id") & F.col("value").isNotNull()).select(
         "client_instance_id", "snapshot_id", "cluster_id", F.col("value").alias("group_id"))
     members = rows.select("client_instance_id", "snapshot_id", "cluster_id", "key", "value",
@@ -277,9 +297,11 @@ def distributions_from_counts(values: DataFrame) -> DataFrame:
     per_key = Window.partitionBy("cluster_id", "client_type", "key")
     return (
         values.groupBy("cluster_id", "client_type", "key", "value")
-        .agg(F.sum("n").cast("long").alias("instance_count"))
+        .agg(F.sum("n").cast("long").alias("instance_count"),
+             F.array_sort(F.collect_set("raw_value")).alias("raw_values"))
         .withColumn("total_instances", F.sum("instance_count").over(per_key))
         .withColumn("share", F.col("instance_count") / F.col("total_instances"))
+        .select(*_DIST_COLUMNS)
     )
 
 

@@ -77,6 +77,8 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("share", pa.float64(), False),
         ("computed_at", _TS, False),
         ("schema_version", pa.int32(), False),
+        # The spellings reported for this (normalised) value, sorted; see docs/normalisation.md.
+        ("raw_values", pa.list_(pa.string()), True),
     ],
     # Default vs overridden per (cluster, client type, key).
     "default_share": [
@@ -134,6 +136,8 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("max_tvd", pa.float64(), False),
         ("computed_at", _TS, False),
         ("schema_version", pa.int32(), False),
+        # distinct_values / instances: near 1 marks an identity key (client.id, ...), not drift.
+        ("distinct_share", pa.float64(), True),
     ],
     # Members of one group.id (within one cluster) that disagree on a key.
     # value_counts_json: {"<value>": <members>, ...}; null values appear as the key "null".
@@ -248,6 +252,8 @@ def _spark_type(typ: pa.DataType) -> DataType:
         return T.DoubleType()
     if pa.types.is_boolean(typ):
         return T.BooleanType()
+    if pa.types.is_list(typ):
+        return T.ArrayType(_spark_type(typ.value_type), containsNull=True)
     raise TypeError(f"no Spark mapping for {typ}")
 
 

@@ -125,3 +125,35 @@ def test_new_broker_versions_rerun_the_rules_without_new_configs(spark: Any, tmp
     assert [a["client_id"] for a in cc018] == ["legacy-app"]
 
     assert run_analysis(lake).skipped  # nothing new at all: skipped
+
+
+def test_normalised_values_are_one_value_in_results(spark: Any, tmp_path: Path) -> None:
+    """acks=-1 and acks=all (and boolean case) count as one value, full run and refresh alike."""
+    assert spark is not None
+    sink, lake = tmp_path / "sink", str(tmp_path / "lake")
+
+    def snap(i: int, acks: str, idem: str) -> dict[str, Any]:
+        return record([cfg("acks", acks), cfg("enable.idempotence", idem, "BOOLEAN")],
+                      cluster_id="east", client_id=f"n-{i}",
+                      received_at=f"2026-11-20T10:00:{i:02d}.000Z")
+
+    write_jsonl(sink / "east" / "b.jsonl", [snap(0, "-1", "True"), snap(1, "all", "true"),
+                                            snap(2, "ALL", "TRUE"), snap(3, "1", "false")])
+    assert ingest_sink(lake, sink).records_written == 4
+    run_analysis(lake)
+
+    def by_value() -> dict[tuple[str, str], tuple[int, list[str]]]:
+        rows = read_table(lake, "results/distributions").to_pylist()
+        return {(r["key"], r["value"]): (r["instance_count"], r["raw_values"]) for r in rows}
+
+    got = by_value()
+    assert got[("acks", "all")] == (3, ["-1", "ALL", "all"])
+    assert ("acks", "-1") not in got and ("acks", "ALL") not in got
+    assert got[("enable.idempotence", "true")] == (3, ["TRUE", "True", "true"])
+
+    write_jsonl(sink / "east" / "b.jsonl", [snap(4, "-1", "true")])
+    assert ingest_sink(lake, sink).records_written == 1
+    assert run_analysis(lake).files_processed == 1
+    got = by_value()
+    assert got[("acks", "all")] == (4, ["-1", "ALL", "all"])
+    assert {v for k, v in got if k == "acks"} == {"all", "1"}

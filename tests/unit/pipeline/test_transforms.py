@@ -41,10 +41,12 @@ def test_duplicate_ingest_is_deduplicated(spark: SparkSession) -> None:
 def test_distributions_exact(spark: SparkSession, latest: DataFrame) -> None:
     got = T.distributions(latest).where("key = 'acks'")
     expected = spark.createDataFrame(
-        [("east", "producer", "acks", "all", 3, 4, 0.75), ("east", "producer", "acks", "1", 1, 4, 0.25),
-         ("west", "producer", "acks", "1", 1, 2, 0.5), ("west", "producer", "acks", "0", 1, 2, 0.5)],
+        [("east", "producer", "acks", "all", 3, 4, 0.75, ["all"]),
+         ("east", "producer", "acks", "1", 1, 4, 0.25, ["1"]),
+         ("west", "producer", "acks", "1", 1, 2, 0.5, ["1"]),
+         ("west", "producer", "acks", "0", 1, 2, 0.5, ["0"])],
         "cluster_id string, client_type string, key string, value string, instance_count long, "
-        "total_instances long, share double")
+        "total_instances long, share double, raw_values array<string>")
     assertDataFrameEqual(got, expected)
 
 
@@ -79,10 +81,10 @@ def test_drift_between_clusters(spark: SparkSession, latest: DataFrame) -> None:
     assertDataFrameEqual(got, expected)
     keys = T.drift_keys(dist, got).where("key = 'acks'")
     expected_keys = spark.createDataFrame(
-        [("producer", "acks", "east", 4, 2, "all", 0.75, 0.75),
-         ("producer", "acks", "west", 2, 2, "0", 0.5, 0.75)],
+        [("producer", "acks", "east", 4, 2, "all", 0.75, 0.75, 0.5),
+         ("producer", "acks", "west", 2, 2, "0", 0.5, 0.75, 1.0)],
         "client_type string, key string, cluster_id string, instances long, distinct_values long, "
-        "dominant_value string, dominant_share double, max_tvd double")
+        "dominant_value string, dominant_share double, max_tvd double, distinct_share double")
     assertDataFrameEqual(keys, expected_keys)
 
 
