@@ -7,7 +7,7 @@ import streamlit as st
 from backend.views import config_views
 from dashboard import charts, components, data
 
-CHARTS_PER_SECTION = 8
+OVERVIEW_KEYS = 40
 
 
 def main() -> None:
@@ -55,17 +55,29 @@ def main() -> None:
     if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,
                      key="client_configs_identity", help=", ".join(sorted(identity))):
         dist = config_views.drop_keys(dist, identity)
-    categorical = config_views.categorical_keys(dist, numeric)
-    numeric_keys = sorted(numeric["key"].unique())
-    st.subheader("Categorical keys")
-    for key in categorical[:CHARTS_PER_SECTION]:
-        st.plotly_chart(charts.categorical_distribution(dist, key=key), key=f"client_configs_cat_{key}")
-    st.subheader("Numeric keys")
-    for key in numeric_keys[:CHARTS_PER_SECTION]:
-        st.plotly_chart(charts.numeric_distribution(numeric, key=key), key=f"client_configs_num_{key}")
-    hidden = max(0, len(categorical) - CHARTS_PER_SECTION) + max(0, len(numeric_keys) - CHARTS_PER_SECTION)
-    if hidden:
-        st.caption(f"{hidden} more keys: pick them in the Key filter above.")
+    numeric_keys = set(numeric["key"])
+    overview = config_views.agreement(dist, keys=OVERVIEW_KEYS)
+    ranked = list(config_views.agreement(dist, keys=len(set(dist["key"])) or 1)["key"].drop_duplicates())
+    st.subheader("Overview")
+    st.caption("Each cell is the share of a cluster's client instances on the key's most common value, which is "
+               "written in the cell; red means the clients disagree. Keys the clients agree on least come first"
+               + (f"; the {len(ranked) - OVERVIEW_KEYS} best-agreed keys are left out." if len(ranked) > OVERVIEW_KEYS
+                  else "."))
+    st.plotly_chart(charts.agreement_heatmap(overview), key="client_configs_overview")
+    st.subheader("One key")
+    options = ranked + sorted(numeric_keys - set(ranked))
+    key = st.selectbox("Key (least agreed first)", options, key="client_configs_key")
+    if key in numeric_keys:
+        st.plotly_chart(charts.numeric_distribution(numeric, key=key), key="client_configs_num")
+    elif key:
+        st.plotly_chart(charts.categorical_distribution(config_views.top_values(dist, key), key=key,
+                                                        spellings=config_views.spellings(dist, key)),
+                        key="client_configs_cat")
+    if key:
+        shown = sorted(set(dist.loc[dist["key"] == key, "cluster"]))
+        st.dataframe(config_views.shares_side_by_side(dist, key, shown, with_spellings=True),
+                     key="client_configs_shares", hide_index=True,
+                     column_config={c: st.column_config.NumberColumn(c, format="percent") for c in shown})
     st.subheader("Default vs overridden")
     st.plotly_chart(charts.default_share_chart(defaults.head(60)), key="client_configs_defaults")
     st.subheader("Client software")

@@ -59,8 +59,10 @@ def main() -> None:
     if key and key in set(numeric["key"]):
         st.plotly_chart(charts.numeric_distribution(numeric, key=key), key="compare_num")
     elif key:
-        st.plotly_chart(charts.categorical_distribution(dist, key=key), key="compare_dist")
-        side = config_views.shares_side_by_side(dist, key, chosen)
+        st.plotly_chart(charts.categorical_distribution(config_views.top_values(dist, key), key=key,
+                                                        spellings=config_views.spellings(dist, key)),
+                        key="compare_dist")
+        side = config_views.shares_side_by_side(dist, key, chosen, with_spellings=True)
         st.dataframe(side, key="compare_side", hide_index=True,
                      column_config={c: st.column_config.NumberColumn(c, format="percent") for c in chosen})
 

@@ -14,7 +14,8 @@ _PALETTE = ["#1e88e5", "#43a047", "#ef8f00", "#8e24aa", "#00897b", "#c62828", "#
 
 
 __all__ = [
-    "SEVERITY_COLORS", "TEMPLATE", "alerts_over_time_chart", "categorical_distribution", "client_versions_chart",
+    "SEVERITY_COLORS", "TEMPLATE", "agreement_heatmap", "alerts_over_time_chart", "categorical_distribution",
+    "client_versions_chart",
     "default_share_chart", "drift_heatmap", "esc", "numeric_distribution", "register_template", "upgrade_timeline_chart",
     "version_matrix_chart",
 ]
@@ -94,23 +95,77 @@ def drift_heatmap(df: pd.DataFrame, *, title: str = "Config drift (TVD) by key a
     return fig
 
 
-def categorical_distribution(df: pd.DataFrame, *, key: str, title: str | None = None) -> go.Figure:
-    """Stacked 100% bars: share of client instances per value of one key, one bar per cluster."""
+def categorical_distribution(df: pd.DataFrame, *, key: str, title: str | None = None,
+                             spellings: dict[str, str] | None = None) -> go.Figure:
+    """Stacked 100% bars: share of client instances per value of one key, one bar per cluster.
+
+    Rows with ``folded=True`` (config_views.top_values) are drawn grey; ``spellings`` (normalised value ->
+    reported spellings) is shown on hover.
+    """
     register_template()
     title = title or f"{esc(key)}: value share per cluster"
     frame = df[df["key"] == key]
     if frame.empty:
         return _empty(title, f"no distribution for {esc(key)}")
+    folded = set(frame.loc[frame["folded"].astype(bool), "value"]) if "folded" in frame.columns else set()
     grouped = frame.groupby(["cluster", "value"], dropna=False)["instance_count"].sum().reset_index()
     totals = grouped.groupby("cluster")["instance_count"].transform("sum")
     grouped["share"] = grouped["instance_count"] / totals
+    spellings = spellings or {}
     fig = go.Figure()
-    for value, part in grouped.groupby(grouped["value"].fillna("(null)"), sort=True):
+    values = grouped["value"].fillna("(null)")
+    order = sorted(values.unique(), key=lambda v: (v in folded, -grouped.loc[values == v, "instance_count"].sum(), v))
+    for value in order:
+        part = grouped[values == value]
+        said = f" (reported as {spellings[value]})" if value in spellings else ""
         fig.add_bar(x=_escaped(part["cluster"]), y=part["share"], name=esc(value),
-                    customdata=[[n, esc(value)] for n in part["instance_count"]],
-                    hovertemplate="%{x}<br>%{customdata[1]}: %{y:.1%} (%{customdata[0]} instances)<extra></extra>")
+                    marker_color="#b0bec5" if value in folded else None,
+                    customdata=[[n, esc(value), esc(said)] for n in part["instance_count"]],
+                    hovertemplate="%{x}<br>%{customdata[1]}%{customdata[2]}: %{y:.1%} "
+                                  "(%{customdata[0]} instances)<extra></extra>")
     fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_tickformat=".0%",
                       yaxis_range=[0, 1], legend_title="value")
+    return fig
+
+
+def agreement_heatmap(df: pd.DataFrame, *, title: str = "How far clients agree, per key and cluster") -> go.Figure:
+    """Heatmap of keys × clusters, cell = share of instances on the key's dominant value (text: that value)."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no client-config distributions")
+    keys = list(dict.fromkeys(df["key"]))
+    clusters = sorted(df["cluster"].unique())
+    cell = df.set_index(["key", "cluster"])
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    custom: list[list[list[object]]] = []
+    for k in keys:
+        zr: list[float | None] = []
+        tr: list[str] = []
+        cr: list[list[object]] = []
+        for c in clusters:
+            if (k, c) in cell.index:
+                row = cell.loc[(k, c)]
+                value = str(row["dominant_value"])
+                zr.append(float(row["dominant_share"]))
+                tr.append(esc(value if len(value) <= 14 else value[:13] + "…"))
+                cr.append([esc(value), int(row["instances"]), int(row["values"])])
+            else:
+                zr.append(None)
+                tr.append("")
+                cr.append(["", 0, 0])
+        z.append(zr)
+        text.append(tr)
+        custom.append(cr)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=_escaped(clusters), y=_escaped(keys), zmin=0, zmax=1, text=text, texttemplate="%{text}",
+        customdata=custom, colorscale=[[0, "#c62828"], [0.5, "#ffb74d"], [1, "#e8f5e9"]], hoverongaps=False,
+        colorbar={"title": "dominant<br>share", "tickformat": ".0%"},
+        hovertemplate="%{y} · %{x}<br>dominant value %{customdata[0]}: %{z:.0%} of %{customdata[1]} instances"
+                      "<br>%{customdata[2]} distinct values<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(side="top", tickangle=0, automargin=True)
+    fig.update_layout(title=title, template=TEMPLATE, height=max(300, 24 * len(keys) + 150))
     return fig
 
 

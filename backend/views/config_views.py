@@ -138,15 +138,88 @@ def keys_by_drift(matrix: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(matrix.index.str.replace(r" \(.*\)$", "", regex=True)))
 
 
-def shares_side_by_side(distributions: pd.DataFrame, key: str, clusters: list[str]) -> pd.DataFrame:
-    """Values (rows) × clusters (columns) of one key, holding the share of client instances."""
+def shares_side_by_side(distributions: pd.DataFrame, key: str, clusters: list[str], *,
+                        with_spellings: bool = False) -> pd.DataFrame:
+    """Values (rows) × clusters (columns) of one key, holding the share of client instances.
+
+    With ``with_spellings`` a 'reported as' column lists the spellings normalised into each value.
+    """
     frame = distributions[(distributions["key"] == key) & distributions["cluster"].isin(clusters)]
     if frame.empty:
-        return pd.DataFrame(columns=["value", *clusters])
+        return pd.DataFrame(columns=["value", *clusters, *(["reported as"] if with_spellings else [])])
     counts = frame.pivot_table(index="value", columns="cluster", values="instance_count", aggfunc="sum", fill_value=0)
     shares = (counts / counts.sum()).reindex(columns=[c for c in clusters if c in counts.columns])
     shares.columns.name = None
-    return shares.reset_index()
+    shares = shares.reset_index()
+    if with_spellings:
+        said = spellings(frame, key)
+        shares["reported as"] = shares["value"].map(lambda v: said.get(str(v), ""))
+    return shares
+
+
+OTHER_VALUES = "other"
+NULL_VALUE = "(null)"
+
+
+def top_values(distributions: pd.DataFrame, key: str, *, n: int = 8) -> pd.DataFrame:
+    """One key's rows with all but its n most common values folded into one 'other (k values)' row per cluster.
+
+    Rank is by instances over every cluster shown, so each cluster's bar uses the same colours. Folded rows
+    carry ``folded=True``; a key with at most n + 1 values is returned whole (folding one value hides it).
+    """
+    frame = distributions[distributions["key"] == key]
+    if frame.empty:
+        return frame.assign(folded=pd.Series(dtype=bool))
+    label = frame["value"].fillna(NULL_VALUE)
+    totals = frame.groupby(label)["instance_count"].sum()
+    order = sorted(totals.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    if len(order) <= n + 1:
+        return frame.assign(folded=False)
+    keep = {v for v, _ in order[:n]}
+    kept = frame[label.isin(keep)].assign(folded=False)
+    rest = frame[~label.isin(keep)]
+    by = [c for c in ("cluster_id", "cluster", "client_type", "key") if c in rest.columns]
+    other = (rest.groupby(by, dropna=False)["instance_count"].sum().reset_index()
+             .assign(value=f"{OTHER_VALUES} ({len(order) - n} values)", folded=True))
+    return pd.concat([kept, other], ignore_index=True)
+
+
+def spellings(distributions: pd.DataFrame, key: str) -> dict[str, str]:
+    """Normalised value -> the spellings clients reported for it, where they differ ('-1, all' for acks=all)."""
+    frame = distributions[distributions["key"] == key]
+    if frame.empty or "raw_values" not in frame.columns:
+        return {}
+    found: dict[str, set[str]] = {}
+    for value, raws in zip(frame["value"].fillna(NULL_VALUE), frame["raw_values"], strict=True):
+        if raws is not None and not (isinstance(raws, float) and pd.isna(raws)):
+            found.setdefault(str(value), set()).update(str(r) for r in raws)
+    return {v: ", ".join(sorted(r)) for v, r in found.items() if r != {v}}
+
+
+def agreement(distributions: pd.DataFrame, *, keys: int = 40) -> pd.DataFrame:
+    """Per (cluster, key): the dominant value, its share of instances and the instances, least agreed keys first.
+
+    Client types are summed. The keys are ordered by their lowest dominant share in any cluster, and only
+    the first ``keys`` are kept: the overview shows where clients disagree before any per-key chart.
+    """
+    columns = ["cluster", "key", "dominant_value", "dominant_share", "instances", "values"]
+    if distributions.empty:
+        return pd.DataFrame(columns=columns)
+    frame = distributions.assign(value=distributions["value"].fillna(NULL_VALUE))
+    counts = frame.groupby(["cluster", "key", "value"])["instance_count"].sum().reset_index()
+    counts = counts.sort_values(["cluster", "key", "instance_count", "value"], ascending=[True, True, False, True])
+    per = counts.groupby(["cluster", "key"])
+    table = per.head(1).rename(columns={"value": "dominant_value"}).set_index(["cluster", "key"])
+    table["instances"] = per["instance_count"].sum()
+    table["values"] = per["value"].nunique()
+    table["dominant_share"] = table["instance_count"] / table["instances"]
+    table = table.reset_index()
+    worst = table.groupby("key")["dominant_share"].min().sort_values(kind="stable")
+    order = sorted(worst.items(), key=lambda kv: (kv[1], kv[0]))[:keys]
+    rank = {k: i for i, (k, _) in enumerate(order)}
+    table = table[table["key"].isin(rank)]
+    table = table.assign(_rank=table["key"].map(rank)).sort_values(["_rank", "cluster"])
+    return table[columns].reset_index(drop=True)
 
 
 def name_drift(drift: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ TABLE_COLUMNS = {
     "alerts_by_rule": {"rule", "open", "clusters", "subjects", "longest"},
     "alerts_resolved": {"rule", "resolved", "evidence_at_opening"},
     "client_configs_group_drift": {"group_id", "members", "value_counts_json"},
+    "client_configs_shares": {"value", "reported as"},
 }
 
 
@@ -167,7 +169,8 @@ def test_client_configs_filters_and_counts(fixture_lake: Path, open_page: OpenPa
     assert list(_frame(app, "client_configs_versions_table")["cluster"]) == ["prod-us"]
     assert not any(set(t.value.columns) >= {"group_id", "members"} for t in app.dataframe)  # prod-eu's group gone
     app.multiselect(key="client_configs_keys").select("acks").run()
-    assert len(app.get("plotly_chart")) < charts_before
+    assert app.selectbox(key="client_configs_key").options == ["acks"]
+    assert len(app.get("plotly_chart")) == charts_before  # overview, one key, defaults, software
     app.multiselect(key="client_configs_software").select("apache-kafka-java").run()
     assert _frame(app, "client_configs_versions_table").empty
 
@@ -312,3 +315,31 @@ def test_identity_keys_include_keys_unique_per_instance() -> None:
     assert "acks" not in found and "small.unique" not in found  # too few instances to call it unique
     frame = pd.DataFrame({"key": ["client.id", "acks", "trace.tag"]})
     assert list(drop_keys(frame, found)["key"]) == ["acks"]
+
+
+def test_client_configs_opens_on_an_overview_then_one_key_least_agreed_first(fixture_lake: Path,
+                                                                            open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "client_configs")
+    assert not app.exception
+    overview = app.get("plotly_chart")[0].proto.spec
+    assert "dominant" in overview and "client.id" not in overview  # identity keys stay out by default
+    assert len(app.get("plotly_chart")) == 4  # not one chart per key
+    keys = app.selectbox(key="client_configs_key").options
+    assert keys[0] == "acks" and "linger.ms" in keys  # prod-us agrees on acks least (50 % on "1")
+    shares = _frame(app, "client_configs_shares").set_index("value")
+    assert shares.loc["all", "reported as"] == "-1, all"  # the raw spellings counted as acks=all
+    app.selectbox(key="client_configs_key").select("linger.ms").run()
+    assert not app.exception and "linger.ms" in app.get("plotly_chart")[1].proto.spec
+
+
+def test_compare_folds_rare_values_into_other_and_names_the_spellings(fixture_lake: Path,
+                                                                      open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "compare")
+    app.toggle(key="compare_identity").set_value(True).run()
+    app.selectbox(key="compare_key").select("client.id").run()
+    spec = app.get("plotly_chart")[-1].proto.spec
+    assert "other (42 values)" in spec  # 50 one-instance values: 8 drawn, the rest one grey bar
+    assert len(json.loads(spec)["data"]) == 9
+    app.selectbox(key="compare_key").select("acks").run()
+    assert _frame(app, "compare_side").set_index("value").loc["all", "reported as"] == "-1, all"
+    assert "reported as -1, all" in app.get("plotly_chart")[-1].proto.spec

@@ -163,3 +163,34 @@ def test_results_written_with_naive_spark_times_read_as_utc(tmp_path: Path) -> N
     assert frame["computed_at"].iloc[0] == pd.Timestamp("2026-01-01 12:00", tz="UTC")
     assert frames.read_result(str(tmp_path), "drift_keys").empty  # missing table: empty, with columns
     assert "max_tvd" in frames.read_result(str(tmp_path), "drift_keys").columns
+
+
+def test_top_values_folds_the_rest_per_cluster_and_keeps_small_keys_whole() -> None:
+    dist = pd.DataFrame({"cluster": ["a"] * 5 + ["b"] * 2, "client_type": "producer", "key": "k",
+                         "value": ["v1", "v2", "v3", "v4", None, "v1", "v4"],
+                         "instance_count": [10, 8, 3, 2, 1, 5, 4]})
+    folded = config_views.top_values(dist, "k", n=2)
+    assert set(folded.loc[~folded["folded"], "value"]) == {"v1", "v2"}
+    other = folded[folded["folded"]].set_index("cluster")["instance_count"]
+    assert other.to_dict() == {"a": 6, "b": 4}  # v3 + v4 + null in a, v4 in b: no instance lost
+    assert set(folded.loc[folded["folded"], "value"]) == {"other (3 values)"}
+    whole = config_views.top_values(dist, "k", n=4)  # 5 values: folding one value hides it, so none is folded
+    assert not whole["folded"].any() and len(whole) == 7
+
+
+def test_spellings_lists_only_values_reported_in_more_than_one_way() -> None:
+    dist = pd.DataFrame({"key": ["acks", "acks", "acks"], "value": ["all", "all", "1"],
+                         "raw_values": [["-1"], ["all", "ALL"], ["1"]]})
+    assert config_views.spellings(dist, "acks") == {"all": "-1, ALL, all"}
+
+
+def test_agreement_orders_keys_by_their_weakest_cluster_and_names_the_dominant_value() -> None:
+    dist = pd.DataFrame({"cluster": ["a", "a", "b", "a", "b"], "key": ["acks", "acks", "acks", "lz", "lz"],
+                         "value": ["all", "1", "all", "zstd", "zstd"], "instance_count": [3, 7, 5, 4, 4]})
+    table = config_views.agreement(dist)
+    assert list(table["key"]) == ["acks", "acks", "lz", "lz"]
+    first = table.iloc[0]
+    assert (first["cluster"], first["dominant_value"], first["dominant_share"], first["instances"]) == ("a", "1", 0.7, 10)
+    assert list(config_views.agreement(dist, keys=1)["key"].unique()) == ["acks"]
+    fig = charts.agreement_heatmap(table)
+    assert fig.data[0].z[0][0] == 0.7 and fig.data[0].text[0][0] == "1"
