@@ -46,11 +46,22 @@ def chart_catalog(location: str, has_results: bool) -> dict[str, Callable[[], tu
                     "Default vs overridden": defaults}
         dist = data.result(location, "distributions")
         numeric = data.result(location, "numeric_summary")
+        def overview() -> tuple[go.Figure, pd.DataFrame]:
+            frame = config_views.agreement(dist)
+            return charts.agreement_heatmap(frame), frame
+
+        catalog["Client config overview (dominant value share)"] = overview
         for key in config_views.categorical_keys(dist, numeric):
-            catalog[f"Value shares · {key}"] = partial(_key_chart, charts.categorical_distribution, dist, key)
+            catalog[f"Value shares · {key}"] = partial(_value_chart, dist, key)
         for key in sorted(numeric["key"].unique()):
             catalog[f"Numeric spread · {key}"] = partial(_key_chart, charts.numeric_distribution, numeric, key)
     return catalog
+
+
+def _value_chart(frame: pd.DataFrame, key: str) -> tuple[go.Figure, pd.DataFrame]:
+    fig = charts.categorical_distribution(config_views.top_values(frame, key), key=key,
+                                          spellings=config_views.spellings(frame, key))
+    return fig, frame[frame["key"] == key].drop(columns=["cluster_id"], errors="ignore")
 
 
 def _key_chart(factory: Callable[..., go.Figure], frame: pd.DataFrame, key: str) -> tuple[go.Figure, pd.DataFrame]:
@@ -63,11 +74,13 @@ def report_section(location: str) -> None:
     dist = data.result(location, "distributions")
     clusters = st.multiselect("Clusters", sorted(dist["cluster"].unique()), key="export_report_clusters")
     keys = st.multiselect("Keys (empty: the most drifting)", sorted(dist["key"].unique()), key="export_report_keys")
+    identity = st.toggle("rank identity keys too (client.id, group.id, …)", value=False,
+                         key="export_report_identity")
     if not clusters:
         st.caption("Choose clusters to build the report.")
         return
     try:
-        text = report.build_drift_report(location, clusters, keys or None)
+        text = report.build_drift_report(location, clusters, keys or None, include_identity=identity)
     except report.ReportError as exc:
         st.error(components.plain(exc))
         return

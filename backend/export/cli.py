@@ -26,6 +26,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", choices=REPORTS, required=True, help="which report to render")
     parser.add_argument("--clusters", type=_csv, required=True, help="comma-separated cluster names")
     parser.add_argument("--keys", type=_csv, default=None, help="comma-separated config keys (default: top drifting)")
+    parser.add_argument("--include-identity", action="store_true",
+                        help="rank identity keys (client.id, group.id, keys unique per instance) as drift too")
     parser.add_argument("--out", type=Path, required=True, help="output HTML file")
     parser.add_argument("--lake", default=None, help=LAKE_HELP)
     parser.add_argument("--config", default=None, help="fleet file (TOML) whose lake_path is the default lake")
@@ -35,7 +37,7 @@ def run_export_command(args: argparse.Namespace) -> int:
     """Render the chosen report to args.out; return 0, or 2 with a clear message on bad input."""
     try:
         location = configured_lake(args.lake, fleet_file=args.config)
-        text = build_drift_report(location, args.clusters, args.keys)
+        text = build_drift_report(location, args.clusters, args.keys, include_identity=args.include_identity)
     except (ReportError, ValueError) as exc:  # a bad lake location or fleet file is a ValueError
         print(f"export: {exc}", file=sys.stderr)
         return 2

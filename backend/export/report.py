@@ -37,8 +37,13 @@ class DriftReportData:
     keys: list[str]
 
 
-def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None) -> DriftReportData:
-    """Read the lake and results for the chosen clusters; raise ReportError on bad input."""
+def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None, *,
+                    include_identity: bool = False) -> DriftReportData:
+    """Read the lake and results for the chosen clusters; raise ReportError on bad input.
+
+    Identity keys (client.id, group.id, keys unique per instance) are left out of the ranking and the
+    default keys unless ``include_identity``; keys named explicitly are always reported.
+    """
     if len(clusters) < 1:
         raise ReportError("choose at least one cluster")
     history = frames.known_clusters(location)
@@ -55,6 +60,9 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
     numeric = config_views.name_clusters(config_views.drop_sensitive(frames.read_result(location, "numeric_summary")),
                                          names)
     drift = config_views.name_drift(config_views.drop_sensitive(frames.read_result(location, "drift_clusters")), names)
+    if not include_identity:
+        identity = config_views.identity_keys(frames.read_result(location, "drift_keys"))
+        drift = config_views.drop_keys(drift, identity - set(keys or []))
     heat = config_views.drift_matrix(drift, clusters if len(clusters) > 1 else None, top=50)
     chosen_keys = keys or _top_keys(heat, dist)
     sensitive = [k for k in chosen_keys if config_views.is_sensitive_key(k)]
@@ -128,13 +136,21 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
             cols = ["cluster", "client_type", "instances", "min", "p50", "p90", "max"]
             parts.append(_table(data.numeric.loc[data.numeric["key"] == key, cols]))
         else:
-            parts.append(_figure(charts.categorical_distribution(data.distributions, key=key), first=False))
+            parts.append(_figure(charts.categorical_distribution(
+                config_views.top_values(data.distributions, key), key=key,
+                spellings=config_views.spellings(data.distributions, key)), first=False))
             cols = ["cluster", "client_type", "value", "instance_count", "share"]
-            parts.append(_table(data.distributions.loc[data.distributions["key"] == key, cols]))
+            table = data.distributions.loc[data.distributions["key"] == key, cols]
+            said = config_views.spellings(data.distributions, key)
+            if said:
+                table = table.assign(reported_as=table["value"].astype(str).map(said).fillna(""))
+            parts.append(_table(table))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def build_drift_report(location: str, clusters: list[str], keys: list[str] | None = None) -> str:
+def build_drift_report(location: str, clusters: list[str], keys: list[str] | None = None, *,
+                       include_identity: bool = False) -> str:
     """Load the data for the chosen clusters and keys and render the HTML report."""
-    return render_drift_report(load_drift_data(location, clusters, keys), lake_label=location)
+    return render_drift_report(load_drift_data(location, clusters, keys, include_identity=include_identity),
+                               lake_label=location)

@@ -73,3 +73,15 @@ def test_cli_bad_cluster_exits_2_and_writes_nothing(fixture_lake: Path, tmp_path
     assert done.returncode == 2
     assert "unknown cluster(s) nope" in done.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_report_leaves_identity_keys_out_unless_asked_and_names_spellings(fixture_lake: Path, tmp_path: Path) -> None:
+    text = build_drift_report(str(fixture_lake), ["prod-eu", "prod-us"])
+    assert "<h3>client.id</h3>" not in text and "<h3>compression.type</h3>" in text
+    assert "reported as -1, all" in text  # hover of the acks chart; the table has a reported_as column
+    out = tmp_path / "with-identity.html"
+    done = _export("--report", "drift", "--clusters", "prod-eu,prod-us", "--include-identity",
+                   "--lake", str(fixture_lake), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    with_identity = out.read_text(encoding="utf-8")
+    assert "<h3>client.id</h3>" in with_identity and "other (42 values)" in with_identity
