@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the chosen command; returns the exit code."""
     args = build_parser().parse_args(argv)
+    from backend.configs.sensitive import install_log_filter
+
+    install_log_filter()  # warnings printed before a command sets up logging are redacted too
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

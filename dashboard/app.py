@@ -13,6 +13,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from backend import jobs  # noqa: E402 - needs the sys.path bootstrap above
+from backend.configs.sensitive import install_log_filter  # noqa: E402
 from backend.views import fleet_views  # noqa: E402
 from dashboard import charts, components, data  # noqa: E402
 
@@ -56,6 +57,7 @@ def main() -> None:
     """Configure the app, draw the shared sidebar and run the selected page."""
     st.set_page_config(page_title="Kafka fleet view", page_icon=":material/hub:", layout="wide")
     charts.register_template()
+    install_log_filter()  # idempotent: the server's log never carries a credential-shaped value
     navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
                                 for path, title, icon, url in PAGES])
     sidebar()

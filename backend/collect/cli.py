@@ -14,6 +14,7 @@ from backend.collect.metrics import FleetMetrics, start_metrics_server
 from backend.collect.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
 from backend.collect.poller import run_poller
 from backend.config import FleetConfigError, load_fleet
+from backend.configs.sensitive import install_log_filter
 from backend.store.lake import LakeError
 from backend.store.location import DEFAULT_FLEET_FILE, ENV_FLEET, LAKE_HELP, resolve_lake
 
@@ -77,6 +78,7 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
     out = out or sys.stdout
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_filter()
     # the same fleet file the UI's "Poll now" uses when none is named
     args.config = args.config or os.environ.get(ENV_FLEET) or DEFAULT_FLEET_FILE
     try:

@@ -9,7 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.configs.known_keys import is_librdkafka
-from backend.configs.sensitive import DroppedKeys, redact_text, sensitive_reason
+from backend.configs.sensitive import (
+    DroppedKeys,
+    credential_shape,
+    safe_excerpt,
+    sensitive_reason,
+    unparsed_excerpt,
+)
 from backend.store.config_schemas import CLIENT_TYPES, CONFIG_TYPES
 
 MAX_RECORD_BYTES = 10 * 1024
@@ -106,11 +112,12 @@ def infer_client_type(keys: set[str]) -> str | None:
 
 
 def excerpt(raw: str) -> str:
-    """The first EXCERPT_CHARS of ``raw`` with secrets redacted."""
-    if len(raw) > EXCERPT_CHARS * 4:
-        # Redact before cutting so a value straddling the cut is still recognised as secret.
-        raw = raw[: EXCERPT_CHARS * 4]
-    return redact_text(raw)[:EXCERPT_CHARS]
+    """A quarantine excerpt of ``raw`` from the allow-list (sensitive.safe_excerpt); no value if it does not parse."""
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        return unparsed_excerpt(raw)
+    return safe_excerpt(parsed, EXCERPT_CHARS)
 
 
 def _require_str(obj: dict[str, Any], name: str, nullable: bool) -> str | None:
@@ -169,7 +176,7 @@ def _entries(raw_configs: object) -> list[ConfigEntry]:
         if not isinstance(typ, str):
             raise _Invalid("wrong_type", f"configs[{i}].type must be a string")
         if typ not in CONFIG_TYPES:
-            raise _Invalid("invalid_value", f"configs[{i}].type {typ!r} is not a ConfigDef type")
+            raise _Invalid("invalid_value", f"configs[{i}].type is not a ConfigDef type")
         if not isinstance(is_default, bool):
             raise _Invalid("wrong_type", f"configs[{i}].is_default must be a boolean")
         if value is not None and not isinstance(value, str):
@@ -203,14 +210,13 @@ def validate_record(obj: object, source: str, position: str) -> ParseOutcome:
         optional = {name: _require_str(obj, name, nullable=True) for name in OPTIONAL_STR_FIELDS}
         client_type = _require_str(obj, "client_type", nullable=True)
         if client_type is not None and client_type not in CLIENT_TYPES:
-            raise _Invalid("invalid_value", f"client_type {client_type!r} is not known")
+            raise _Invalid("invalid_value", f"client_type is not one of {', '.join(sorted(CLIENT_TYPES))}")
         received_at = _parse_time(received_raw or "")
         entries = _entries(obj["configs"])
         for entry in entries:
             _check_value(entry.key, entry.value, entry.type)
     except _Invalid as bad:
-        outcome.rejected = Rejected(source, position, bad.reason, bad.detail,
-                                    excerpt(json.dumps(obj, ensure_ascii=False, default=str)))
+        outcome.rejected = Rejected(source, position, bad.reason, bad.detail, safe_excerpt(obj, EXCERPT_CHARS))
         return outcome
 
     inferred = False
@@ -223,8 +229,14 @@ def validate_record(obj: object, source: str, position: str) -> ParseOutcome:
     for entry in entries:
         if sensitive_reason(entry.key, entry.type, client_type, rdkafka or unknown_software):
             outcome.dropped.add(entry.key)
+        elif credential_shape(entry.value):  # a secret under a harmless key: dropped and counted the same way
+            outcome.dropped.add(entry.key)
         else:
             kept.append(entry)
+    for name, value in optional.items():
+        if credential_shape(value):
+            outcome.dropped.add(name)
+            optional[name] = None
     outcome.snapshot = Snapshot(
         snapshot_id=snapshot_id or "",
         received_at=received_at,
@@ -251,12 +263,12 @@ def parse_json_record(raw: str | bytes, source: str, position: str) -> ParseOutc
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     if size > MAX_RECORD_BYTES:
         return ParseOutcome(rejected=Rejected(
-            source, position, "too_large", f"{size} bytes > {MAX_RECORD_BYTES}", excerpt(text)))
+            source, position, "too_large", f"{size} bytes > {MAX_RECORD_BYTES}", unparsed_excerpt(text)))
     try:
         if isinstance(raw, bytes):
             raw.decode("utf-8")
         obj = json.loads(text)
     except (ValueError, RecursionError) as err:
         return ParseOutcome(rejected=Rejected(
-            source, position, "malformed_json", str(err)[:200], excerpt(text)))
+            source, position, "malformed_json", str(err)[:200], unparsed_excerpt(text)))
     return validate_record(obj, source, position)

@@ -8,11 +8,21 @@ A key is sensitive (its value is never stored) when any of these holds:
 - it ends with ``.class`` or ``.classes``;
 - it is a custom key: not in the allow-list of known keys for the client type
   (``backend.configs.known_keys``).
+
+A value is dropped whatever its key when it is shaped like a credential (``credential_shape``):
+a JAAS login module line, ``password=`` and similar pairs, userinfo in a URL or host list
+(``user:pass@host``), a bearer token, a JWT or a PEM block.
+
+This module is the one policy: ingest (``backend.configs.record``), quarantine excerpts
+(``safe_excerpt`` / ``unparsed_excerpt``), the views and exports (``is_sensitive_key``), the lab broker
+(``broker_refuses_type``) and the logs (``SecretFilter``) call it; a test checks that no other module
+under backend/ compiles its own secret regex.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -144,3 +154,145 @@ def redact_text(text: str) -> str:
 
     text = _CONFIG_OBJ.sub(redact_obj, text)
     return _SECRET_PAIR.sub(lambda m: m.group("name") + m.group("sep") + REDACTED, text)
+
+
+_CREDENTIAL_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("jaas", re.compile(r"LoginModule\b|\b(?:username|password)\s*=\s*[\"']", re.IGNORECASE)),
+    ("secret_pair", re.compile(
+        r"\b(?:password|passwd|pwd|secret|client[._-]?secret|token|api[._-]?key|access[._-]?key)\s*[=:]\s*\S",
+        re.IGNORECASE)),
+    ("userinfo", re.compile(r"(?:^|[\s,;/=])[^\s/:@,;=]+:[^\s/@,;]+@[^\s/@,;]+", re.IGNORECASE)),
+    ("bearer", re.compile(r"\bbearer\s+[a-z0-9\-._~+/]{8,}", re.IGNORECASE)),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.")),
+    ("pem", re.compile(r"-----BEGIN [A-Z0-9 ]+-----")),
+)
+
+
+def credential_shape(value: object) -> str | None:
+    """Which credential shape ``value`` has ('jaas', 'secret_pair', 'userinfo', 'bearer', 'jwt', 'pem'), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    for name, pattern in _CREDENTIAL_SHAPES:
+        if pattern.search(value):
+            return name
+    return None
+
+
+def redact_shapes(text: str) -> str:
+    """``text`` with every credential-shaped span replaced by [REDACTED] (log lines, error messages)."""
+    for _, pattern in _CREDENTIAL_SHAPES:
+        text = pattern.sub(REDACTED, text)
+    return text
+
+
+_SENSITIVE_KEY_NAME = re.compile(
+    r"password|passwd|secret|jaas|token|credential|api[._-]?key|\.key$|keystore|truststore", re.IGNORECASE)
+
+
+def is_sensitive_key(key: str) -> bool:
+    """True for a key name that may carry a secret, by its name alone (views and exports never show one)."""
+    if not key:
+        return False
+    return bool(_SENSITIVE_KEY_NAME.search(key)) or kip1324_rule(key, None) in ("prefix", "segment")
+
+
+def broker_refuses_type(config_type: str | None) -> bool:
+    """KIP-1324's broker side: a pushed config of a sensitive ConfigType is refused and its value dropped."""
+    return config_type in SENSITIVE_TYPES
+
+
+# Fields of a client-config record whose values say where a record came from, never what it configures.
+SAFE_RECORD_FIELDS = ("snapshot_id", "received_at", "cluster_id", "broker_id", "client_instance_id",
+                      "client_type", "client_software_name", "client_software_version")
+_RECORD_FIELDS = (*SAFE_RECORD_FIELDS, "client_id", "principal", "client_address", "configs",
+                  "key", "value", "type", "is_default")
+WITHHELD = "[withheld]"
+_NAME = re.compile(r'"([A-Za-z][A-Za-z0-9_.\-]{0,120})"\s*:')
+
+
+def _safe_scalar(value: object) -> object:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and len(value) <= 200 and credential_shape(value) is None:
+        return value
+    return WITHHELD
+
+
+def _known_name(name: str) -> bool:
+    return name in _RECORD_FIELDS or known_type(name) is not None
+
+
+def safe_excerpt(obj: object, limit: int = 512) -> str:
+    """A quarantine excerpt built from an allow-list: field names, and values only of known-safe fields.
+
+    Config entries keep their key (when it is a known key) and type; a value is kept only for a known,
+    non-sensitive key whose value is not credential-shaped. Anything else is [withheld].
+    """
+    if not isinstance(obj, dict):
+        return json.dumps({"record": type(obj).__name__, "values": WITHHELD})
+    out: dict[str, object] = {}
+    for name, value in obj.items():
+        if not isinstance(name, str) or not _known_name(name):
+            out["(unknown field)"] = WITHHELD
+        elif name in SAFE_RECORD_FIELDS:
+            out[name] = _safe_scalar(value)
+        elif name == "configs":
+            out[name] = _safe_configs(value)
+        else:
+            out[name] = WITHHELD
+    return json.dumps(out, ensure_ascii=False)[:limit]
+
+
+def _safe_configs(configs: object) -> object:
+    if isinstance(configs, dict):  # not the documented list: names of known keys only, no values
+        return {str(k) if isinstance(k, str) and _known_name(k) else "(unknown key)": WITHHELD for k in configs}
+    if not isinstance(configs, list):
+        return WITHHELD
+    entries: list[object] = []
+    for item in configs[:50]:
+        if not isinstance(item, dict):
+            entries.append(WITHHELD)
+            continue
+        key, typ = item.get("key"), item.get("type")
+        known = isinstance(key, str) and known_type(key) is not None
+        entry: dict[str, object] = {"key": key if known else "(unknown key)"}
+        if isinstance(typ, str) and typ.isupper() and len(typ) <= 10:
+            entry["type"] = typ
+        value = item.get("value")
+        safe = (isinstance(key, str) and known and not is_sensitive(key, typ if isinstance(typ, str) else None)
+                and not is_sensitive_key(key))
+        entry["value"] = _safe_scalar(value) if safe and (value is None or isinstance(value, str)) else WITHHELD
+        entries.append(entry)
+    return entries
+
+
+def unparsed_excerpt(text: str) -> str:
+    """For text that does not parse: its size and the known field names it mentions, no value at all."""
+    names = list(dict.fromkeys(n for n in _NAME.findall(text[:65536]) if _known_name(n)))[:40]
+    return f"unparsable, {len(text.encode('utf-8', 'replace'))} bytes; no values kept; fields seen: " + (
+        ", ".join(names) or "none")
+
+
+class SecretFilter(logging.Filter):
+    """A logging filter that redacts credential-shaped text and secret pairs from every record it passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Replace the record's message by its redacted text; never drops a record."""
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True
+        cleaned = redact_shapes(redact_text(message)) if message else message
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+def install_log_filter(logger: logging.Logger | None = None) -> None:
+    """Attach one SecretFilter to every handler of ``logger`` (the root logger by default) and to logging's
+    last-resort handler, which prints warnings when no handler is configured."""
+    target = logger or logging.getLogger()
+    handlers = [*target.handlers, *([logging.lastResort] if logging.lastResort is not None else [])]
+    for handler in handlers:
+        if not any(isinstance(f, SecretFilter) for f in handler.filters):
+            handler.addFilter(SecretFilter())

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from backend.configs.sensitive import broker_refuses_type
 from backend.kafka import protocol as P
 from backend.lab.faults import BrokerFaults
 from backend.lab.model import BrokerSpec, ClusterSpec
@@ -20,7 +21,6 @@ from backend.lab.state import LabState, TopicState, partition_assignment
 LEADER_NOT_AVAILABLE = 5
 UNKNOWN_TOPIC_ID = 100
 ENDPOINT_TYPE_BROKER = 1
-SENSITIVE_CONFIG_TYPES = {7: "CLASS", 8: "PASSWORD"}
 
 
 @dataclass
@@ -268,8 +268,8 @@ class ClusterRuntime:
         violations: list[str] = []
         for c in request.get("configs", []):
             type_code = c["config_type"]
-            if type_code in SENSITIVE_CONFIG_TYPES:
-                violations.append(f"{c['config_key']} ({SENSITIVE_CONFIG_TYPES[type_code]})")
+            if broker_refuses_type(P.CONFIG_TYPES.get(type_code)):
+                violations.append(f"{c['config_key']} ({P.CONFIG_TYPES[type_code]})")
                 continue
             if type_code not in P.CONFIG_TYPES:
                 violations.append(f"{c['config_key']} (unknown ConfigType {type_code})")

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from itertools import combinations
 
 import pandas as pd
 
+from backend.configs import sensitive
+
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-# Defence in depth: the lake holds no sensitive keys, but never show one if it slipped in.
-_SENSITIVE_KEY = re.compile(r"(password|secret|jaas|token|credential|\.key$|keystore|truststore)", re.IGNORECASE)
-
-
-def is_sensitive_key(key: str) -> bool:
-    """True for config key names that may carry secrets (KIP-1324: never shown or exported)."""
-    return bool(_SENSITIVE_KEY.search(key or ""))
+# Defence in depth: the lake holds no sensitive keys, but never show one if it slipped in (one policy).
+is_sensitive_key = sensitive.is_sensitive_key
 
 
 def drop_sensitive(frame: pd.DataFrame, column: str = "key") -> pd.DataFrame:
@@ -326,7 +322,8 @@ def _redact_observed(text: str | None) -> str:
         return ""
     if not isinstance(observed, dict):
         return ""
-    return json.dumps({k: ("[REDACTED]" if is_sensitive_key(k) else v) for k, v in observed.items()})
+    return json.dumps({k: (sensitive.REDACTED if is_sensitive_key(k) or sensitive.credential_shape(v) else v)
+                       for k, v in observed.items()})
 
 
 # Fleet rules that report a change between two polls (an event) rather than a standing condition:
