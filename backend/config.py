@@ -35,6 +35,20 @@ _INLINE_SECRET_KEYS = {
 }
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+_CONVENTIONAL_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+
+
+def _env_label(name: str) -> str:
+    """'environment variable NAME' for a conventional UPPER_SNAKE name; otherwise the name is withheld,
+    because a lower-case or one-word 'name' is more likely a password pasted into the wrong key."""
+    if _CONVENTIONAL_ENV_NAME.fullmatch(name):
+        return f"environment variable {name}"
+    return "the environment variable it names (name withheld: it does not look like one)"
+
+
 class FleetConfigError(ValueError):
     """A fleet file that cannot be used; the message names the file, line, cluster and key."""
 
@@ -66,7 +80,7 @@ class ZooKeeperConfig(_Strict):
 
     connect: str = Field(min_length=1)
     chroot: str = ""
-    timeout_s: float = Field(default=5.0, gt=0)
+    timeout_s: float = Field(default=5.0, gt=0, le=600, allow_inf_nan=False)
 
     @field_validator("chroot")
     @classmethod
@@ -113,6 +127,15 @@ class ClusterConfig(_Strict):
 
     _password: Secret | None = PrivateAttr(default=None)
     _ssl_key_password: Secret | None = PrivateAttr(default=None)
+
+    @field_validator("sasl_password_env", "ssl_key_password_env")
+    @classmethod
+    def _names_an_environment_variable(cls, value: str | None) -> str | None:
+        # A password pasted here instead of a variable name must not be echoed: the message shows no value.
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError("must name an environment variable (letters, digits and '_', not starting with a "
+                             "digit); the value is withheld from this message")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -220,14 +243,16 @@ class ClusterConfig(_Strict):
 class Settings(_Strict):
     """Fleet-wide settings."""
 
-    poll_interval_s: float = Field(default=30.0, gt=0)
-    request_timeout_s: float = Field(default=10.0, gt=0)
-    poll_deadline_s: float = Field(default=30.0, gt=0)
+    # Bounds keep every later computation finite: inf or 1e300 seconds would crash the poller at its
+    # first sleep or deadline, 1e12 days of retention the date arithmetic (docs/security.md).
+    poll_interval_s: float = Field(default=30.0, gt=0, le=86_400, allow_inf_nan=False)
+    request_timeout_s: float = Field(default=10.0, gt=0, le=600, allow_inf_nan=False)
+    poll_deadline_s: float = Field(default=30.0, gt=0, le=3_600, allow_inf_nan=False)
     lake_path: str = "./lake"
     # Further lakes the UI may switch to, by name; the browser can choose only among these.
     lakes: dict[str, str] = Field(default_factory=dict)
     spark_master: str = "local[*]"
-    retention_days: int = Field(default=30, ge=1)
+    retention_days: int = Field(default=30, ge=1, le=3_650)
     secrets_file: str = DEFAULT_SECRETS_FILE
     # What one cluster may cost a poll (docs/security.md, "Hostile brokers and ZooKeeper").
     # A Metadata answer above this many bytes is refused (16 MiB fits 200,000 partitions).
@@ -272,9 +297,15 @@ def load_fleet(path: str | os.PathLike[str], secrets_path: str | os.PathLike[str
     """Read, validate and resolve secrets for a fleet file; raise FleetConfigError naming file, line and key."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise FleetConfigError(f"{path}: cannot read the fleet file: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise FleetConfigError(f"{path}:{line}: the fleet file is not UTF-8 text (byte {exc.start + 1} cannot be "
+                               "decoded); save it as UTF-8") from None
     return parse_fleet(text, source=str(path), secrets_path=secrets_path)
 
 
@@ -400,7 +431,7 @@ def _resolve_secrets(cluster: ClusterConfig, secrets: dict[str, str], index: int
         if value is None:
             value = secrets.get(cluster.name)
         if value is None:
-            hint = f"environment variable {cluster.sasl_password_env} is not set and " if cluster.sasl_password_env else ""
+            hint = f"{_env_label(cluster.sasl_password_env)} is not set and " if cluster.sasl_password_env else ""
             line = lines.find(index, "sasl_password_env") if cluster.sasl_password_env else lines.cluster_start(index)
             raise FleetConfigError(
                 f"{source}:{line}: cluster '{cluster.name}': key 'sasl_password_env': no password found: "
@@ -413,7 +444,7 @@ def _resolve_secrets(cluster: ClusterConfig, secrets: dict[str, str], index: int
             line = lines.find(index, "ssl_key_password_env")
             raise FleetConfigError(
                 f"{source}:{line}: cluster '{cluster.name}': key 'ssl_key_password_env': "
-                f"environment variable {cluster.ssl_key_password_env} is not set"
+                f"{_env_label(cluster.ssl_key_password_env)} is not set"
             )
         cluster._ssl_key_password = Secret(key_password)
 
