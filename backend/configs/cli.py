@@ -41,6 +41,7 @@ def format_result(result: IngestResult) -> str:
         f"{len(result.sensitive_dropped)} keys"
         + "".join(f"\n    {key}: {n}" for key, n in sorted(result.sensitive_dropped.items())),
         f"  untyped records:     {result.untyped}",
+        f"  unparsed log lines:  {result.unparsed_lines} (inside config blocks, not key = value)",
     ]
     return "\n".join(lines)
 

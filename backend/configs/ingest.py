@@ -21,11 +21,13 @@ from backend.configs.readers import (
     topic_state_name,
 )
 from backend.configs.record import (
+    ParseOutcome,
     Rejected,
     Snapshot,
     parse_json_record,
     validate_record,
 )
+from backend.configs.sensitive import safe_excerpt
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 
 
@@ -42,7 +44,20 @@ class IngestResult:
     quarantined: Counter[str] = field(default_factory=Counter)
     sensitive_dropped: Counter[str] = field(default_factory=Counter)
     untyped: int = 0
+    unparsed_lines: int = 0  # lines inside Java config blocks that were not `key = value`
     files_written: list[str] = field(default_factory=list)
+    batches: int = 1
+
+    def add(self, other: IngestResult) -> None:
+        """Add the counts of another run of the same source (a later batch)."""
+        self.records_read += other.records_read
+        self.records_written += other.records_written
+        self.rows_written += other.rows_written
+        self.quarantined.update(other.quarantined)
+        self.sensitive_dropped.update(other.sensitive_dropped)
+        self.untyped += other.untyped
+        self.unparsed_lines += other.unparsed_lines
+        self.files_written += other.files_written
 
     @property
     def quarantined_total(self) -> int:
@@ -60,6 +75,7 @@ class IngestResult:
             ("records_read", "", self.records_read),
             ("records_written", "", self.records_written),
             ("untyped", "", self.untyped),
+            ("unparsed_lines", "", self.unparsed_lines),
         ]
         rows += [("quarantined", reason, n) for reason, n in sorted(self.quarantined.items())]
         rows += [("sensitive_dropped", key, n) for key, n in sorted(self.sensitive_dropped.items())]
@@ -86,10 +102,16 @@ def ingest_items(lake: str, items: list[RawItem], source: str, location: str) ->
     rejected: list[Rejected] = []
     for item in items:
         result.records_read += 1
-        if item.record is not None:
+        result.unparsed_lines += item.unparsed_lines
+        if item.record is not None and item.truncated:
+            outcome = ParseOutcome(rejected=Rejected(
+                source, item.position, "truncated_block",
+                "the config block ends at the end of the file before its closing line; ingest it again once "
+                "the client has written it whole", safe_excerpt(item.record)))
+        elif item.record is not None:
             outcome = validate_record(item.record, source, item.position)
         else:
-            outcome = parse_json_record(item.raw or b"", source, item.position)
+            outcome = parse_json_record(item.raw or b"", source, item.position, size=item.oversize or None)
         result.sensitive_dropped.update(outcome.dropped.by_key)
         if outcome.rejected is not None:
             rejected.append(outcome.rejected)
@@ -117,17 +139,25 @@ def ingest_sink(lake: str, sink_dir: str | Path) -> IngestResult:
     return result
 
 
+TOPIC_BATCH = 10_000
+
+
 def ingest_topic(
     lake: str, topic: str, bootstrap: str, timeout_s: float = 10.0,
-    extra_config: dict[str, Any] | None = None,
+    extra_config: dict[str, Any] | None = None, batch: int = TOPIC_BATCH,
 ) -> IngestResult:
-    """Ingest new records of a Kafka topic from the offsets saved in the lake."""
+    """Ingest new records of a Kafka topic from the offsets saved in the lake, ``batch`` messages at a time."""
     state_name = topic_state_name(topic, bootstrap)
     state: dict[str, Any] = lakeio.load_progress(lake, state_name)
-    items, new_state = read_topic(topic, bootstrap, state, timeout_s, extra_config)
-    result = ingest_items(lake, items, "topic", f"{bootstrap}/{topic}")
-    lakeio.save_progress(lake, state_name, new_state)
-    return result
+    total = IngestResult(run_id=uuid.uuid4().hex, source="topic", location=f"{bootstrap}/{topic}", batches=0)
+    while True:  # bounded batches: validated and written before the next is read, progress saved after each
+        items, state = read_topic(topic, bootstrap, state, timeout_s, extra_config, max_messages=batch)
+        part = ingest_items(lake, items, "topic", f"{bootstrap}/{topic}")
+        lakeio.save_progress(lake, state_name, state)
+        total.add(part)
+        total.batches += 1
+        if len(items) < batch:
+            return total
 
 
 def ingest_java_log(lake: str, path: str | Path, cluster_id: str | None = None) -> IngestResult:

@@ -23,11 +23,19 @@ _NAMESPACE = uuid.UUID("6f6c2b8e-6f5e-4b8a-9d0c-4b1f2f8b7c11")
 
 @dataclass(frozen=True)
 class RawItem:
-    """One record from a source: raw JSON bytes/text, or an already-built record dict."""
+    """One record from a source: raw JSON bytes/text, or an already-built record dict.
+
+    ``oversize`` is the real byte length of a line too long to be read whole (``raw`` holds only its
+    start); ``unparsed_lines`` counts lines inside a Java config block that were not ``key = value``;
+    ``truncated`` marks a Java block cut off by the end of the file.
+    """
 
     position: str
     raw: bytes | str | None = None
     record: dict[str, Any] | None = None
+    oversize: int = 0
+    unparsed_lines: int = 0
+    truncated: bool = False
 
 
 # ---------------------------------------------------------------- PushConfig sink (JSONL)
@@ -35,8 +43,27 @@ class RawItem:
 SINK_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 
-def read_sink(sink_dir: str | Path, state: dict[str, Any]) -> tuple[list[RawItem], dict[str, Any]]:
-    """Read complete new lines from every sink file; a partial last line waits for next time.
+MAX_LINE_BYTES = 64 * 1024  # over MAX_RECORD_BYTES, so an over-long line is still quarantined as too_large
+
+
+def _skip_line(src: Any, chunk: int = 1 << 16) -> tuple[int, bool]:
+    """Read past the rest of the current line in bounded chunks: (bytes skipped incl. newline, newline found)."""
+    skipped = 0
+    while True:
+        part = src.readline(chunk)
+        skipped += len(part)
+        if part.endswith(b"\n"):
+            return skipped, True
+        if len(part) < chunk:
+            return skipped, False
+
+
+def read_sink(sink_dir: str | Path, state: dict[str, Any],
+              max_line_bytes: int = MAX_LINE_BYTES) -> tuple[list[RawItem], dict[str, Any]]:
+    """Read complete new lines from every sink file, line by line; a partial last line waits for next time.
+
+    A line longer than ``max_line_bytes`` is never held whole: its first bytes and its real size become
+    an item that is quarantined as too_large, with its position.
 
     ``state`` maps a file's path relative to ``sink_dir`` to ``{"offset": bytes, "line": n}``;
     the returned state is to be saved only after the items are safely in the lake.
@@ -54,19 +81,26 @@ def read_sink(sink_dir: str | Path, state: dict[str, Any]) -> tuple[list[RawItem
         size = path.stat().st_size
         if size < progress["offset"]:  # truncated or replaced: start again
             progress = {"offset": 0, "line": 0}
+        offset, line_no = progress["offset"], progress["line"]
         with path.open("rb") as src:
-            src.seek(progress["offset"])
-            data = src.read()
-        end = data.rfind(b"\n")
-        if end < 0:
-            new_state[rel] = progress
-            continue
-        line_no = progress["line"]
-        for line in data[: end + 1].split(b"\n")[:-1]:
-            line_no += 1
-            if line.strip():
-                items.append(RawItem(position=f"{rel}:{line_no}", raw=line.rstrip(b"\r")))
-        new_state[rel] = {"offset": progress["offset"] + end + 1, "line": line_no}
+            src.seek(offset)
+            while True:
+                line = src.readline(max_line_bytes + 1)  # bounded: a 100 MiB line is never held whole
+                if not line.endswith(b"\n"):
+                    if len(line) <= max_line_bytes:
+                        break  # a partial last line waits for the writer to finish it
+                    skipped, complete = _skip_line(src)
+                    if not complete:
+                        break  # the over-long line is still being written: read it whole next time
+                    line_no += 1
+                    items.append(RawItem(position=f"{rel}:{line_no}", raw=line[:4096], oversize=len(line) + skipped - 1))
+                    offset = src.tell()
+                    continue
+                line_no += 1
+                offset += len(line)
+                if line.strip():
+                    items.append(RawItem(position=f"{rel}:{line_no}", raw=line.rstrip(b"\r\n")))
+        new_state[rel] = {"offset": offset, "line": line_no}
     return items, new_state
 
 
@@ -237,7 +271,7 @@ def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawI
     file = Path(path)
     fallback = datetime.fromtimestamp(file.stat().st_mtime, UTC)
     lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-    blocks: list[tuple[int, str, str | None, datetime, list[tuple[str, str]]]] = []
+    blocks: list[tuple[int, str, str | None, datetime, list[tuple[str, str]], int, bool]] = []
     i = 0
     while i < len(lines):
         match = _BLOCK_START.search(lines[i])
@@ -245,15 +279,23 @@ def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawI
             i += 1
             continue
         start = i
-        entries = []
+        entries, unparsed, ended = [], 0, False
         i += 1
-        while i < len(lines) and (m := _BLOCK_LINE.match(lines[i])):
-            entries.append((m.group("key"), m.group("value")))
-            i += 1
+        while i < len(lines):
+            line = lines[i]
+            if m := _BLOCK_LINE.match(line):
+                entries.append((m.group("key"), m.group("value")))
+                i += 1
+            elif not line.strip() or _BLOCK_START.search(line) or not _block_goes_on(lines, i + 1):
+                ended = True  # ConfigDef ends a block with a blank line; a new block or the log going on ends it too
+                break
+            else:
+                unparsed += 1  # a stray line (another thread, a wrapped value) with the block going on after it
+                i += 1
         blocks.append((start, match.group("kind"), _log_thread(lines[start]),
-                       _log_time(lines[start], fallback), entries))
+                       _log_time(lines[start], fallback), entries, unparsed, not ended))
     items = []
-    for start, kind, thread, stamp, entries in blocks:
+    for start, kind, thread, stamp, entries, unparsed, truncated in blocks:
         version = _find_version(lines, start, thread)
         configs = []
         keys = set()
@@ -282,8 +324,19 @@ def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawI
             "client_address": None,
             "configs": configs,
         }
-        items.append(RawItem(position=f"{file.name}:{start + 1}", record=record))
+        items.append(RawItem(position=f"{file.name}:{start + 1}", record=record, unparsed_lines=unparsed,
+                             truncated=truncated))
     return items
+
+
+def _block_goes_on(lines: list[str], at: int, look: int = 3) -> bool:
+    """Whether a `key = value` line of the block follows within ``look`` lines (else the block has ended)."""
+    for line in lines[at:at + look]:
+        if _BLOCK_LINE.match(line):
+            return True
+        if not line.strip() or _BLOCK_START.search(line):
+            return False
+    return False
 
 
 def _find_version(lines: list[str], start: int, thread: str | None) -> str | None:

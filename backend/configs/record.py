@@ -257,9 +257,12 @@ def validate_record(obj: object, source: str, position: str) -> ParseOutcome:
     return outcome
 
 
-def parse_json_record(raw: str | bytes, source: str, position: str) -> ParseOutcome:
-    """Parse and validate one JSON line; oversize or malformed input becomes a Rejected."""
-    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "replace"))
+def parse_json_record(raw: str | bytes, source: str, position: str, *, size: int | None = None) -> ParseOutcome:
+    """Parse and validate one JSON line; oversize or malformed input becomes a Rejected.
+
+    ``size`` is the line's real length when ``raw`` holds only its start (a line too long to read whole).
+    """
+    size = size or (len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "replace")))
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     if size > MAX_RECORD_BYTES:
         return ParseOutcome(rejected=Rejected(

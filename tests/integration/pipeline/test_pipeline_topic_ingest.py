@@ -85,3 +85,18 @@ def test_unreachable_bootstrap_is_a_clear_error(tmp_path: Path, capsys: Any) -> 
     assert "error:" in capsys.readouterr().err
     assert time.monotonic() - started < 30
     assert not (tmp_path / "lake" / "client_configs").exists()
+
+
+def test_topic_ingest_validates_and_writes_in_bounded_batches(kafka4: Any, tmp_path: Path) -> None:
+    """A million-message backlog is never held at once: each batch is validated, written and saved."""
+    bootstrap, lake = kafka4.bootstrap, str(tmp_path / "lake")
+    topic = f"client-configs-{uuid.uuid4().hex[:8]}"
+    _create_topic(bootstrap, topic)
+    _produce(bootstrap, topic, [(i % 2, json.dumps(record([cfg("acks", "all")], client_id=f"b{i}")))
+                                for i in range(25)])
+    result = ingest_topic(lake, topic, bootstrap, timeout_s=30, batch=10)
+    assert (result.records_read, result.records_written, result.batches) == (25, 25, 3)
+    assert len(read_table(lake, "client_configs").to_pylist()) == 25
+    assert sum(load_progress(lake, topic_state_name(topic, bootstrap)).values()) == 25  # type: ignore[arg-type]
+    again = ingest_topic(lake, topic, bootstrap, timeout_s=30, batch=10)
+    assert (again.records_read, again.batches) == (0, 1)
