@@ -141,3 +141,13 @@ def job_progress() -> None:
         st.caption(f"{icon} {kind}: {status.state} ({status.elapsed_s:.0f} s)")
         if status.tail:
             st.code("\n".join(status.tail[-4:]), language=None)
+
+
+def shared_cluster_ids(collisions: dict[str, list[str]]) -> None:
+    """Warn that clusters share a cluster id, so their client-config results are shown under the joined name."""
+    if not collisions:
+        return
+    listed = "; ".join(f"{', '.join(plain(n) for n in names)} report {plain(cid)}" for cid, names in collisions.items())
+    st.warning(f"Clusters share a cluster id (KIP-78 ids should be unique): {listed}. Their client-config results "
+               "cannot be told apart, so they are shown under the joined name \"a / b (same cluster id)\", "
+               "never under one of the names alone.", icon=":material/content_copy:")

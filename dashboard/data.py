@@ -131,8 +131,14 @@ def result(location: str, name: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def cluster_names(location: str) -> dict[str, str]:
-    """Map cluster id to cluster name."""
-    return config_views.id_to_name(cluster_history(location))
+    """Map cluster id to cluster name ('a / b (same cluster id)' where configured clusters share an id)."""
+    return config_views.id_to_name(cluster_history(location), list(latest_clusters(location)["cluster_name"]))
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def id_collisions(location: str) -> dict[str, list[str]]:
+    """Cluster ids that two or more configured clusters report, with their names."""
+    return config_views.id_collisions(cluster_history(location), list(latest_clusters(location)["cluster_name"]))
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)

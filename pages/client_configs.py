@@ -18,6 +18,7 @@ def main() -> None:
     if not has_results:
         components.no_results(location)
         return
+    components.shared_cluster_ids(data.id_collisions(location))
     dist = data.result(location, "distributions")
     numeric = data.result(location, "numeric_summary")
     versions = data.result(location, "client_versions")

@@ -40,6 +40,7 @@ def main() -> None:
     if not has_results:
         components.no_results(location)
         return
+    components.shared_cluster_ids(data.id_collisions(location))
     st.subheader("Client config drift")
     drift = data.result(location, "drift_clusters")
     dist = data.result(location, "distributions")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -22,12 +23,42 @@ def drop_sensitive(frame: pd.DataFrame, column: str = "key") -> pd.DataFrame:
     return frame[~frame[column].fillna("").map(is_sensitive_key)]
 
 
-def id_to_name(snapshots: pd.DataFrame) -> dict[str, str]:
-    """Map cluster id to cluster name from cluster snapshots (a down cluster has no id: older polls count)."""
+SAME_ID = "same cluster id"
+
+
+def id_collisions(snapshots: pd.DataFrame, names: Iterable[str] | None = None) -> dict[str, list[str]]:
+    """Cluster ids that two or more clusters report now (each name's newest id), with those names.
+
+    KIP-78 ids should be unique; two configured clusters reporting one id are one cluster under two
+    names or a copied ``meta.properties``. ``names`` limits the check to clusters still configured.
+    """
+    if snapshots.empty:
+        return {}
+    frame = snapshots[snapshots["cluster_id"].notna()]
+    if "polled_at" in frame:
+        frame = frame.sort_values("polled_at")
+    newest = frame.groupby("cluster_name")["cluster_id"].last()
+    if names is not None:
+        newest = newest[newest.index.isin(set(names))]
+    found: dict[str, list[str]] = {}
+    for name, cid in newest.items():
+        found.setdefault(str(cid), []).append(str(name))
+    return {cid: sorted(ns) for cid, ns in found.items() if len(ns) > 1}
+
+
+def id_to_name(snapshots: pd.DataFrame, names: Iterable[str] | None = None) -> dict[str, str]:
+    """Map cluster id to cluster name from cluster snapshots (a down cluster has no id: older polls count).
+
+    An id that several clusters report maps to 'a / b (same cluster id)': its client-config results
+    cannot be attributed to one of them, so no single name is given silently.
+    """
     frame = snapshots[snapshots["cluster_id"].notna()]
     if "polled_at" in frame:
         frame = frame.sort_values("polled_at")  # the newest name of an id wins
-    return dict(zip(frame["cluster_id"], frame["cluster_name"], strict=True))
+    mapping = dict(zip(frame["cluster_id"], frame["cluster_name"], strict=True))
+    for cid, shared in id_collisions(snapshots, names).items():
+        mapping[cid] = f"{' / '.join(shared)} ({SAME_ID})"
+    return mapping
 
 
 def name_clusters(frame: pd.DataFrame, names: dict[str, str], column: str = "cluster_id",
