@@ -182,7 +182,7 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
     ],
     # Ingest counters, long format, one row per (run, metric, detail); rewritten after every
     # ingest run. metric: records_read | records_written | quarantined | sensitive_dropped |
-    # untyped. detail: the quarantine reason or the dropped key name (never a value), else "".
+    # untyped | unparsed_lines. detail: the quarantine reason or the dropped key name (never a value), else "".
     "ingest_stats": [
         ("run_id", pa.string(), False),
         ("ran_at", _TS, False),
@@ -215,7 +215,7 @@ QUARANTINE_REASONS = (
     "too_large",
     "invalid_value",
 )
-INGEST_METRICS = ("records_read", "records_written", "quarantined", "sensitive_dropped", "untyped")
+INGEST_METRICS = ("records_read", "records_written", "quarantined", "sensitive_dropped", "untyped", "unparsed_lines")
 
 
 def table_names() -> tuple[str, ...]:
