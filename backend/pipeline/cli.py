@@ -60,7 +60,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point (also used by spark-submit backend/pipeline/job.py)."""
+    """Standalone entry point (spark-submit runs it through spark_analyze.py at the repository root)."""
     parser = argparse.ArgumentParser(prog="analyze")
     add_analyze_arguments(parser)
     return run_analyze_command(parser.parse_args(argv))

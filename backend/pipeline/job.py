@@ -1,49 +1,46 @@
 """The Spark job: fold new client_configs files into the latest-per-instance state, rewrite results.
 
 Runnable three ways: ``run_analysis()``, ``python -m backend analyze`` and
-``spark-submit backend/pipeline/job.py --lake ...``.
+``spark-submit spark_analyze.py --lake ...`` (the entry file at the repository root). The state it
+builds on lives in ``backend.pipeline.state_store``.
 """
 
 from __future__ import annotations
 
-import posixpath
-import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script by spark-submit: make `backend` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pandas as pd
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from backend.pipeline import rules as rules_mod
 from backend.pipeline import transforms as T
-from backend.pipeline.spark import get_spark
-from backend.store.atomic import read_json, write_json_atomic
+from backend.pipeline.spark import get_spark, size_session
+from backend.pipeline.state_store import (
+    BROKER_VERSIONS,
+    COMPACT_FRACTION,
+    LATEST,
+    MANIFEST,
+    MAX_SEGMENTS,
+    STATE,
+    STATE_DIR,
+    TOO_OLD,
+    LakePaths,
+    PipelineState,
+    cleanup,
+    load_state,
+    read_agg,
+    read_latest,
+    write_agg,
+)
 from backend.store.config_schemas import SCHEMA_VERSION, spark_schema
-from backend.store.location import parse_lake
 from backend.store.tables import read_table
 
-STATE_DIR = "_state/pipeline"
-MANIFEST = "processed_files.json"
-BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
-STATE = "state.json"  # which latest-rows base/segments and count tables are current
-STATE_FORMAT = 3  # 3: value_counts keyed by normalised value and raw_value
-LATEST = "latest"  # latest rows per instance: one base plus appended segments
-AGG = "agg"  # count tables, one directory per generation
-TOO_OLD = "too_old_clients"
-# Compact (rewrite the base from base + segments) when the segments hold more rows than this
-# fraction of the base, or when there are more than MAX_SEGMENTS of them.
-COMPACT_FRACTION = 0.25
-MAX_SEGMENTS = 32
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
                  "drift_keys", "group_drift", "client_versions", "config_alerts")
 COUNT_TABLES: dict[str, tuple[Callable[[DataFrame], DataFrame], tuple[str, ...]]] = {
@@ -78,6 +75,7 @@ class AnalysisSummary:
     result_rows: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
     duration_s: float = 0.0
+    shuffle_partitions: int = 0  # sized from this run's input (backend.pipeline.spark.size_session)
     full_reason: str = ""
     instances_changed: int = 0
     instances_new: int = 0
@@ -91,80 +89,6 @@ class AnalysisSummary:
     compacted: bool = False
 
 
-@dataclass
-class _State:
-    """The current incremental state, as recorded in state.json."""
-
-    generation: int
-    base: str
-    base_rows: int
-    segments: list[str]
-    segment_rows: int
-    agg: str
-    window_days: float | None
-
-    def to_json(self) -> dict[str, object]:
-        return {"format": STATE_FORMAT, "schema_version": SCHEMA_VERSION,
-                "generation": self.generation, "base": self.base, "base_rows": self.base_rows,
-                "segments": self.segments, "segment_rows": self.segment_rows, "agg": self.agg,
-                "window_days": self.window_days}
-
-
-class _Lake:
-    """Paths of one lake for pyarrow (listing, state files, renames) and for Spark."""
-
-    def __init__(self, lake: str) -> None:
-        self.where = parse_lake(lake)
-        self.fs, self.root, self.spark_root = self.where.fs, self.where.root, self.where.spark_uri
-
-    def path(self, *parts: str) -> str:
-        return posixpath.join(self.root, *parts)
-
-    def spark_path(self, *parts: str) -> str:
-        return "/".join([self.spark_root, *parts])
-
-    def exists(self, *parts: str) -> bool:
-        return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
-
-    def config_files(self) -> list[str]:
-        """client_configs Parquet files relative to the table (hidden and temp files skipped)."""
-        return sorted(self.config_file_sizes())
-
-    def config_file_sizes(self) -> dict[str, int]:
-        """config_files() with their sizes in bytes (from the same listing)."""
-        base = self.path("client_configs")
-        if self.fs.get_file_info(base).type != pafs.FileType.Directory:
-            return {}
-        selector = pafs.FileSelector(base, recursive=True)
-        found: dict[str, int] = {}
-        for info in self.fs.get_file_info(selector):
-            rel = posixpath.relpath(info.path, base)
-            if info.type == pafs.FileType.File and rel.endswith(".parquet") and not any(
-                part.startswith((".", "_")) for part in rel.split("/")
-            ):
-                found[rel] = int(info.size or 0)
-        return found
-
-    def read_json(self, *parts: str) -> object:
-        return read_json(self.where, self.path(*parts))
-
-    def write_json(self, obj: object, *parts: str) -> None:
-        write_json_atomic(self.where, self.path(*parts), obj)
-
-    def replace_dir(self, df: DataFrame, *parts: str) -> None:
-        """Write df as Parquet next to the target, then swap it into place."""
-        parent = posixpath.join(*parts[:-1]) if len(parts) > 1 else ""
-        tmp_name = f".tmp-{parts[-1]}-{uuid.uuid4().hex}"
-        df.write.mode("overwrite").parquet(self.spark_path(*filter(None, [parent, tmp_name])))
-        target = self.path(*parts)
-        old = self.path(*filter(None, [parent, f".old-{parts[-1]}-{uuid.uuid4().hex}"]))
-        if self.exists(*parts):
-            self.fs.move(target, old)
-        self.fs.move(self.path(*filter(None, [parent, tmp_name])), target)
-        if self.fs.get_file_info(old).type != pafs.FileType.NotFound:
-            self.fs.delete_dir(old)
-
-
 def _conform(df: DataFrame, name: str, computed_at: datetime) -> DataFrame:
     """Add computed_at/schema_version and cast to the table's declared columns and order."""
     schema = spark_schema(name)
@@ -174,7 +98,7 @@ def _conform(df: DataFrame, name: str, computed_at: datetime) -> DataFrame:
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-def _broker_versions(spark: SparkSession, lake: _Lake, location: str | None = None) -> DataFrame | None:
+def _broker_versions(spark: SparkSession, lake: LakePaths, location: str | None = None) -> DataFrame | None:
     if location is not None and lake.exists("_state", "fleet", "state.json"):
         # Lake v2: no broker row per poll any more; the current brokers come from the lake's state.
         from backend.store.readers import latest_brokers
@@ -232,57 +156,7 @@ def _ingest_totals(lake: str) -> tuple[int, int, int]:
     return total("quarantined"), total("sensitive_dropped"), total("untyped")
 
 
-def _load_state(paths: _Lake) -> _State | None:
-    """The recorded incremental state, or None when absent, of another format or incomplete."""
-    meta = paths.read_json(STATE_DIR, STATE)
-    if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
-        return None
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        return None
-    try:
-        state = _State(int(meta["generation"]), str(meta["base"]), int(meta["base_rows"]),
-                       [str(x) for x in meta["segments"]], int(meta["segment_rows"]),
-                       str(meta["agg"]), meta.get("window_days"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    dirs = [(LATEST, state.base), *[(LATEST, seg) for seg in state.segments],
-            *[(AGG, state.agg, name) for name in (*COUNT_TABLES, TOO_OLD)]]
-    if not all(paths.exists(STATE_DIR, *parts) for parts in dirs):
-        return None
-    return state
-
-
-def _cleanup(paths: _Lake, state: _State) -> None:
-    """Delete latest-row and count-table directories the committed state no longer names."""
-    keep = {LATEST: {state.base, *state.segments}, AGG: {state.agg}}
-    for sub, names in keep.items():
-        base = paths.path(STATE_DIR, sub)
-        if paths.fs.get_file_info(base).type != pafs.FileType.Directory:
-            continue
-        for info in paths.fs.get_file_info(pafs.FileSelector(base)):
-            if info.base_name in names:
-                continue
-            if info.type == pafs.FileType.Directory:
-                paths.fs.delete_dir(info.path)
-            else:
-                paths.fs.delete_file(info.path)
-
-
-def _read_latest(spark: SparkSession, paths: _Lake, dirs: list[str]) -> DataFrame:
-    return spark.read.schema(spark_schema("client_configs")).parquet(
-        *[paths.spark_path(STATE_DIR, LATEST, d) for d in dirs])
-
-
-def _read_agg(spark: SparkSession, paths: _Lake, agg: str, name: str) -> DataFrame:
-    return spark.read.parquet(paths.spark_path(STATE_DIR, AGG, agg, name))
-
-
-def _write_agg(paths: _Lake, frames: dict[str, DataFrame], agg: str) -> None:
-    for name, frame in frames.items():
-        paths.replace_dir(frame.repartition(1), STATE_DIR, AGG, agg, name)
-
-
-def _full_reason(full: bool, window_days: float | None, state: _State | None, paths: _Lake) -> str:
+def _full_reason(full: bool, window_days: float | None, state: PipelineState | None, paths: LakePaths) -> str:
     if full:
         return "--full"
     if state is None:
@@ -311,8 +185,8 @@ def run_analysis(
     """
     started = time.monotonic()
     say = progress or (lambda _msg: None)
-    paths = _Lake(lake)
-    state = None if full else _load_state(paths)
+    paths = LakePaths(lake)
+    state = None if full else load_state(paths)
     reason = _full_reason(full, window_days, state, paths)
     summary = AnalysisSummary(lake=lake, full=bool(reason), full_reason=reason)
     spark = get_spark(master)
@@ -338,6 +212,10 @@ def run_analysis(
         say(f"full computation: {reason}")
     summary.files_processed = len(new_files)
     say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
+    sized = size_session(spark, sum(sizes[f] for f in new_files))
+    summary.shuffle_partitions = sized.shuffle_partitions
+    say(f"{sized.shuffle_partitions} shuffle partitions for {sized.input_bytes / 2**20:.1f} MiB on "
+        f"{sized.cores} cores" + (" (set by $FLEETVIEW_SPARK_SHUFFLE_PARTITIONS)" if sized.overridden else ""))
 
     schema = spark_schema("client_configs")
     if new_files:
@@ -363,7 +241,7 @@ def run_analysis(
                                                           summary, cached, say)
     say(f"{summary.instances_evaluated} instances evaluated, {summary.delta_rows} delta rows")
 
-    agg = {name: _read_agg(spark, paths, new_state.agg, name) for name in (*COUNT_TABLES, TOO_OLD)}
+    agg = {name: read_agg(spark, paths, new_state.agg, name) for name in (*COUNT_TABLES, TOO_OLD)}
     summary.instances = int(agg["version_counts"].agg(F.sum("n")).collect()[0][0] or 0)
     say(f"{summary.instances} client instances in the latest state")
 
@@ -402,7 +280,7 @@ def run_analysis(
     paths.write_json(new_state.to_json(), STATE_DIR, STATE)
     paths.write_json(sorted(done | set(new_files)), STATE_DIR, MANIFEST)
     paths.write_json(brokers_seen, STATE_DIR, BROKER_VERSIONS)
-    _cleanup(paths, new_state)
+    cleanup(paths, new_state)
     for frame in cached:
         frame.unpersist()
     summary.duration_s = time.monotonic() - started
@@ -410,15 +288,15 @@ def run_analysis(
 
 
 def _full_state(
-    spark: SparkSession, paths: _Lake, rows: DataFrame, window_days: float | None, tag: str,
+    spark: SparkSession, paths: LakePaths, rows: DataFrame, window_days: float | None, tag: str,
     generation: int, summary: AnalysisSummary, cached: list[DataFrame],
     say: Callable[[str], None],
-) -> tuple[_State, DataFrame, DataFrame | None]:
+) -> tuple[PipelineState, DataFrame, DataFrame | None]:
     """Rebuild the latest-rows base and every count table from all rows."""
     schema = spark_schema("client_configs")
     base = f"base-{tag}"
     paths.replace_dir(T.latest_snapshots(rows).select(*schema.fieldNames()), STATE_DIR, LATEST, base)
-    latest = _read_latest(spark, paths, [base])
+    latest = read_latest(spark, paths, [base])
     base_rows = latest.count()
     say(f"wrote the latest state: {base_rows} rows")
     if window_days is not None:
@@ -428,17 +306,17 @@ def _full_state(
     cached += [latest, configs]
     tables = {name: fn(latest) for name, (fn, _keys) in COUNT_TABLES.items()}
     tables[TOO_OLD] = rules_mod.too_old_clients(configs)
-    _write_agg(paths, tables, tag)
+    write_agg(paths, tables, tag)
     say("wrote the count tables")
     summary.instances_evaluated = configs.count()
     summary.state_rows_written = base_rows
-    return _State(generation, base, base_rows, [], 0, tag, window_days), configs, None
+    return PipelineState(generation, base, base_rows, [], 0, tag, window_days), configs, None
 
 
 def _refresh_state(
-    spark: SparkSession, paths: _Lake, new_rows: DataFrame, state: _State, tag: str,
+    spark: SparkSession, paths: LakePaths, new_rows: DataFrame, state: PipelineState, tag: str,
     summary: AnalysisSummary, cached: list[DataFrame], say: Callable[[str], None],
-) -> tuple[_State, DataFrame, DataFrame | None]:
+) -> tuple[PipelineState, DataFrame, DataFrame | None]:
     """Fold only the instances whose latest snapshot changed into the state and count tables."""
     schema = spark_schema("client_configs")
     ids = ["client_instance_id"]
@@ -448,7 +326,7 @@ def _refresh_state(
     # of the state.
     if summary.records_read:
         summary.state_rows_scanned = state.base_rows + state.segment_rows
-        old_rows = _read_latest(spark, paths, [state.base, *state.segments]).join(
+        old_rows = read_latest(spark, paths, [state.base, *state.segments]).join(
             F.broadcast(heads.select(*ids)), "client_instance_id", "left_semi")
     else:  # no new rows (only the broker versions changed): nothing to look up
         old_rows = spark.createDataFrame([], schema)
@@ -486,13 +364,13 @@ def _refresh_state(
         summary.state_rows_written = plus.count()
         segment_rows += summary.state_rows_written
         tables = {
-            name: T.merge_counts(_read_agg(spark, paths, state.agg, name), fn(delta), keys)
+            name: T.merge_counts(read_agg(spark, paths, state.agg, name), fn(delta), keys)
             for name, (fn, keys) in COUNT_TABLES.items()
         }
-        tables[TOO_OLD] = _read_agg(spark, paths, state.agg, TOO_OLD).join(
+        tables[TOO_OLD] = read_agg(spark, paths, state.agg, TOO_OLD).join(
             changed_ids, "client_instance_id", "left_anti").unionByName(
             rules_mod.too_old_clients(configs))
-        _write_agg(paths, tables, tag)
+        write_agg(paths, tables, tag)
         say(f"appended {summary.state_rows_written} rows; merged the count tables")
         agg = tag
         prior_alerts = prior_alerts.join(changed_ids, "client_instance_id", "left_anti")
@@ -500,17 +378,17 @@ def _refresh_state(
     base, base_rows = state.base, state.base_rows
     if segment_rows > COMPACT_FRACTION * base_rows or len(segments) > MAX_SEGMENTS:
         base = f"base-{tag}"
-        paths.replace_dir(T.latest_snapshots(_read_latest(spark, paths, [state.base, *segments]))
+        paths.replace_dir(T.latest_snapshots(read_latest(spark, paths, [state.base, *segments]))
                           .select(*schema.fieldNames()), STATE_DIR, LATEST, base)
-        base_rows = _read_latest(spark, paths, [base]).count()
+        base_rows = read_latest(spark, paths, [base]).count()
         summary.state_rows_rewritten, summary.compacted = base_rows, True
         say(f"compacted the latest state: {base_rows} rows rewritten")
         segments, segment_rows = [], 0
-    new_state = _State(state.generation + 1, base, base_rows, segments, segment_rows, agg, None)
+    new_state = PipelineState(state.generation + 1, base, base_rows, segments, segment_rows, agg, None)
     return new_state, configs, prior_alerts
 
 
-if __name__ == "__main__":
-    from backend.pipeline.cli import main
 
-    sys.exit(main())
+# Old private names, kept for the tests and tools that reach into the job.
+_Lake = LakePaths
+_load_state = load_state

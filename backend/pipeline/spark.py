@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -10,6 +12,54 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "FLEETVIEW_SPARK_MASTER"
+PARTITIONS_ENV = "FLEETVIEW_SPARK_SHUFFLE_PARTITIONS"
+# Client-config Parquet (dictionary-encoded, zstd) is about 8x smaller than its rows in a shuffle.
+EXPANSION = 8
+TARGET_PARTITION_BYTES = 64 * 1024 * 1024
+MAX_PARTITIONS = 400
+BROADCAST_BYTES = 32 * 1024 * 1024  # count tables and instance-id lists are broadcast, never shuffled
+
+
+@dataclass(frozen=True)
+class SizedSettings:
+    """Spark SQL settings chosen for one run from its input size and the cluster's cores (docs/spark.md)."""
+
+    input_bytes: int
+    cores: int
+    shuffle_partitions: int
+    advisory_partition_bytes: int
+    broadcast_bytes: int
+    overridden: bool = False
+
+
+def sized_settings(input_bytes: int, cores: int, override: int | None = None) -> SizedSettings:
+    """Shuffle partitions = clamp(input × EXPANSION / 64 MiB, 2 × cores, 400); AQE coalesces what is too small."""
+    cores = max(1, cores)
+    wanted = math.ceil(max(0, input_bytes) * EXPANSION / TARGET_PARTITION_BYTES)
+    partitions = min(MAX_PARTITIONS, max(2 * cores, wanted))
+    if override is not None:
+        partitions = override
+    return SizedSettings(input_bytes, cores, partitions, TARGET_PARTITION_BYTES, BROADCAST_BYTES,
+                         override is not None)
+
+
+def size_session(spark: SparkSession, input_bytes: int) -> SizedSettings:
+    """Apply sized_settings to a session for the coming run, whatever its master; returns what was set.
+
+    ``$FLEETVIEW_SPARK_SHUFFLE_PARTITIONS`` overrides the partition count.
+    """
+    raw = os.environ.get(PARTITIONS_ENV, "").strip()
+    override = int(raw) if raw.isdigit() and int(raw) > 0 else None
+    sized = sized_settings(input_bytes, spark.sparkContext.defaultParallelism, override)
+    for key, value in (
+        ("spark.sql.shuffle.partitions", sized.shuffle_partitions),
+        ("spark.sql.adaptive.enabled", "true"),
+        ("spark.sql.adaptive.coalescePartitions.enabled", "true"),
+        ("spark.sql.adaptive.advisoryPartitionSizeInBytes", sized.advisory_partition_bytes),
+        ("spark.sql.autoBroadcastJoinThreshold", sized.broadcast_bytes),
+    ):
+        spark.conf.set(key, str(value))
+    return sized
 
 
 def resolve_master(master: str | None) -> str | None:

@@ -1,0 +1,58 @@
+"""Spark settings sized from the input for any master, and the job's module layout (issue 12, items 4-5)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.pipeline import job, state_store
+from backend.pipeline.spark import MAX_PARTITIONS, PARTITIONS_ENV, size_session, sized_settings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(("input_bytes", "cores", "expected"), [
+    (0, 2, 4),                       # nothing to read: one partition pair per core
+    (10 * 2**20, 2, 4),              # the demo: a few MiB stay at 2 x cores
+    (400 * 2**20, 2, 50),            # 400 MiB of Parquet x 8 / 64 MiB
+    (400 * 2**20, 64, 128),          # a big cluster: never fewer than 2 x cores
+    (100 * 2**30, 8, MAX_PARTITIONS),  # capped; AQE coalesces what is too small
+])
+def test_shuffle_partitions_follow_the_input_and_the_cores(input_bytes: int, cores: int, expected: int) -> None:
+    assert sized_settings(input_bytes, cores).shuffle_partitions == expected
+
+
+def test_size_session_sets_the_sql_settings_and_honours_the_override(spark: Any, monkeypatch: pytest.MonkeyPatch
+                                                                     ) -> None:
+    sized = size_session(spark, 400 * 2**20)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(sized.shuffle_partitions)
+    assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "true"
+    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == str(sized.broadcast_bytes)
+    monkeypatch.setenv(PARTITIONS_ENV, "7")
+    assert size_session(spark, 400 * 2**20).shuffle_partitions == 7
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def test_job_does_not_import_the_cli_and_nothing_under_backend_edits_sys_path() -> None:
+    assert "backend.pipeline.cli" not in _imports(ROOT / "backend" / "pipeline" / "job.py")
+    edits = [str(p.relative_to(ROOT)) for p in (ROOT / "backend").rglob("*.py")
+             if "sys.path.insert" in p.read_text(encoding="utf-8") or "sys.path.append" in p.read_text(encoding="utf-8")]
+    assert edits == []
+    assert "backend.pipeline.cli" in _imports(ROOT / "spark_analyze.py")  # the spark-submit entry file
+
+
+def test_the_state_store_names_every_count_table_the_job_writes() -> None:
+    assert tuple(job.COUNT_TABLES) == state_store.COUNT_TABLE_NAMES
