@@ -22,6 +22,8 @@ from kazoo.client import KazooClient
 
 from backend.collect.cli import run_poll_command
 from backend.collect.poller import poll_fleet, run_poller
+from backend.collect.topics import listing_from_metadata
+from backend.kafka.probe import probe_broker
 from backend.lab.fleet import LabFleet
 from backend.store import readers
 from backend.store.lake import Lake
@@ -74,6 +76,27 @@ def _delete_topic(bootstrap: str, name: str) -> None:
     while name in admin.list_topics(timeout=10).topics:
         assert time.monotonic() < deadline, f"topic {name} never went away"
         time.sleep(0.2)
+
+
+def _wait_every_broker_sees(bootstrap: str, topic: str, topic_id: str | None) -> None:
+    """Wait until each broker's own Metadata answer shows topic with topic_id (None: absent).
+
+    The admin calls above ask one broker; the poller may ask another, whose metadata can lag a
+    moment behind on a loaded machine.
+    """
+    deadline = time.monotonic() + 30
+    for address in bootstrap.split(","):
+        host, port = address.rsplit(":", 1)
+        while True:
+            result = probe_broker(host, int(port), timeout_s=10, with_metadata=True)
+            seen = None
+            if result.ok and result.metadata is not None:
+                ids = {t.topic: t.topic_id for t in listing_from_metadata(result.metadata).topics}
+                seen = ids.get(topic)
+                if seen == topic_id:
+                    break
+            assert time.monotonic() < deadline, f"{address} still shows {topic} as {seen!r}"
+            time.sleep(0.2)
 
 
 def _zk_read(connect: str, chroot: str) -> tuple[str, list[int], dict[str, str]]:
@@ -216,6 +239,7 @@ def test_topic_recreated_between_polls_raises_exactly_one_alert(kafka4: KafkaKra
     topic = f"recreate-{time.time_ns()}"
     _create_topic(kafka4.bootstrap, topic)
     old_id = _broker_topic_ids(kafka4.bootstrap, [topic])[topic]
+    _wait_every_broker_sees(kafka4.bootstrap, topic, old_id)
     fleet = fleet_from(settings_toml() + kafka4_toml(kafka4), tmp_path)
     lake = tmp_path / "lake"
     run_poller(fleet, lake, once=True)
@@ -223,6 +247,7 @@ def test_topic_recreated_between_polls_raises_exactly_one_alert(kafka4: KafkaKra
     _create_topic(kafka4.bootstrap, topic)
     new_id = _broker_topic_ids(kafka4.bootstrap, [topic])[topic]
     assert new_id != old_id
+    _wait_every_broker_sees(kafka4.bootstrap, topic, new_id)
     # A new process: the previous snapshot comes from the lake, not from memory.
     run_poller(fleet, lake, once=True)
     recreated = readers.alerts(lake, rule="topic_recreated")
