@@ -101,15 +101,17 @@ def test_probe_metadata_topic_ids_match_librdkafka(kafka4: KafkaKraftCluster) ->
     admin = AdminClient({"bootstrap.servers": kafka4.bootstrap, "socket.timeout.ms": 10000})
     admin.create_topics([NewTopic(topic, 3, 2)], request_timeout=15)[topic].result(timeout=30)
     deadline = time.monotonic() + 30
-    while True:
-        node = kafka4.brokers[0]
-        result = probe_broker(node.host, node.port, timeout_s=TIMEOUT_S, with_metadata=True)
-        assert result.ok and result.metadata is not None
-        ours = {t["name"]: t for t in result.metadata["topics"]}
-        if topic in ours and all(p["leader_id"] >= 0 for p in ours[topic]["partitions"]):
-            break
-        assert time.monotonic() < deadline, "topic never appeared with leaders"
-        time.sleep(0.5)
+    # Every broker must know the topic: librdkafka's DescribeTopics below may ask any of them, and
+    # on a loaded machine a broker's metadata lags a moment behind the controller's.
+    for node in reversed(kafka4.brokers):  # brokers[0] last: its answer is the one compared
+        while True:
+            result = probe_broker(node.host, node.port, timeout_s=TIMEOUT_S, with_metadata=True)
+            assert result.ok and result.metadata is not None
+            ours = {t["name"]: t for t in result.metadata["topics"]}
+            if topic in ours and all(p["leader_id"] >= 0 for p in ours[topic]["partitions"]):
+                break
+            assert time.monotonic() < deadline, f"topic never appeared with leaders on {node.node_id}"
+            time.sleep(0.5)
     described = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic].result(timeout=30)
     # Same 128 bits; librdkafka's str() uses standard base64 (+/) where Kafka prints URL-safe (-_).
     rd = described.topic_id
