@@ -2,10 +2,11 @@
 
 For each fleet size: write N client instances x ~40 keys as client_configs Parquet, run the full
 analysis, add 1 % new snapshots (half of them new instances, half new snapshots of existing
-instances) and run the incremental refresh, then compute the same distributions (latest snapshot
-per instance, share per cluster/type/key/value) with DuckDB over the same files and check both
-agree. Peak memory is the RSS of this process plus its children
-(the Spark JVM), sampled every 200 ms.
+instances) and run the incremental refresh, then compute the same results tables (see
+DUCKDB_COVERS) with DuckDB over the same files and check both have the same rows per table.
+Before the sizes, one `python -m backend analyze` of a 400-instance fleet is timed in a new
+process (JVM start included). Spark jobs and stages per run come from its status tracker. Peak
+memory is the RSS of this process plus its children (the Spark JVM), sampled every 200 ms.
 
     .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000
     .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000,1000000 --master 'local[2]'
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -31,12 +33,13 @@ from typing import Any
 import numpy as np
 import psutil
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from backend.pipeline.job import run_analysis
 from backend.pipeline.normalize import normalized_value_sql
-from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
+from backend.pipeline.rules import _GENERATED_ID, _PLACEHOLDER, PER_INSTANCE_RULE_IDS, Rule, rule_by_id
+from backend.pipeline.transforms import GROUP_IDENTITY_KEYS
+from backend.store.config_schemas import NUMERIC_CONFIG_TYPES, SCHEMA_VERSION, arrow_schema
 from backend.store.tables import read_table
 
 CLUSTERS = [f"cluster-{i:02d}" for i in range(10)]
@@ -198,34 +201,159 @@ def write_fleet(lake: Path, start: int, count: int, at: datetime, chunk: int = 2
     return rows
 
 
-DUCKDB_DISTRIBUTIONS = f"""
-WITH rows AS (SELECT * FROM read_parquet(?)),
-latest AS (
+_NUMERIC = ", ".join(f"'{t}'" for t in NUMERIC_CONFIG_TYPES)
+# The DuckDB peer computes the same results tables as the Spark job, from the same files:
+# latest snapshot per instance, normalised values, then each table in SQL.
+DUCKDB_LATEST = f"""
+CREATE OR REPLACE TEMP TABLE latest AS
+WITH rows AS (
+  SELECT client_instance_id, snapshot_id, received_at, cluster_id, client_id, client_type,
+         client_software_name, client_software_version, key, value, type, is_default
+  FROM read_parquet(?)),
+heads AS (
   SELECT client_instance_id, arg_max(snapshot_id, received_at) AS snapshot_id
-  FROM rows GROUP BY client_instance_id),
-picked AS (
-  SELECT DISTINCT r.client_instance_id, r.cluster_id, r.client_type, r.key,
-    {normalized_value_sql("r.key", "r.value")} AS value
-  FROM rows r JOIN latest l USING (client_instance_id, snapshot_id)),
-counts AS (
-  SELECT cluster_id, client_type, key, value, count(*) AS instance_count
-  FROM picked GROUP BY ALL)
-SELECT *, sum(instance_count) OVER (PARTITION BY cluster_id, client_type, key) AS total_instances
-FROM counts
+  FROM rows GROUP BY client_instance_id)
+SELECT DISTINCT ON (r.client_instance_id, r.key) r.* EXCLUDE (value),
+  r.value AS raw_value, {normalized_value_sql("r.key", "r.value")} AS value
+FROM rows r JOIN heads h USING (client_instance_id, snapshot_id)
 """
+DUCKDB_TABLES = {
+    "distributions": """
+      SELECT cluster_id, client_type, key, value, count(*) AS instance_count,
+             list_sort(list(DISTINCT raw_value)) AS raw_values,
+             sum(count(*)) OVER (PARTITION BY cluster_id, client_type, key) AS total_instances,
+             count(*) / sum(count(*)) OVER (PARTITION BY cluster_id, client_type, key) AS share
+      FROM latest GROUP BY cluster_id, client_type, key, value""",
+    "default_share": """
+      SELECT cluster_id, client_type, key, count(*) AS instances,
+             count(*) FILTER (WHERE is_default) AS default_count,
+             count(*) FILTER (WHERE NOT is_default) AS overridden_count,
+             count(*) FILTER (WHERE is_default) / count(*) AS default_share
+      FROM latest GROUP BY cluster_id, client_type, key""",
+    "numeric_summary": f"""
+      SELECT cluster_id, client_type, key, min(type) AS type, count(*) AS instances,
+             count(*) FILTER (WHERE TRY_CAST(value AS DOUBLE) IS NULL AND value IS NOT NULL)
+               AS unparsable,
+             min(TRY_CAST(value AS DOUBLE)) AS min,
+             quantile_cont(TRY_CAST(value AS DOUBLE), [0.5, 0.9]) AS pct,
+             max(TRY_CAST(value AS DOUBLE)) AS max
+      FROM latest WHERE type IN ({_NUMERIC}) GROUP BY cluster_id, client_type, key""",
+    "drift_clusters": """
+      WITH dist AS (SELECT * FROM distributions),
+      sides AS (SELECT DISTINCT client_type, key, cluster_id, total_instances FROM dist),
+      pairs AS (
+        SELECT a.client_type, a.key, a.cluster_id AS cluster_a, b.cluster_id AS cluster_b,
+               a.total_instances AS instances_a, b.total_instances AS instances_b
+        FROM sides a JOIN sides b ON a.client_type IS NOT DISTINCT FROM b.client_type
+          AND a.key = b.key AND a.cluster_id < b.cluster_id),
+      shares AS (
+        SELECT p.client_type, p.key, p.cluster_a, p.cluster_b, d.value,
+               sum(d.share) FILTER (WHERE d.cluster_id = p.cluster_a) AS sa,
+               sum(d.share) FILTER (WHERE d.cluster_id = p.cluster_b) AS sb
+        FROM pairs p JOIN dist d ON d.client_type IS NOT DISTINCT FROM p.client_type
+          AND d.key = p.key AND d.cluster_id IN (p.cluster_a, p.cluster_b)
+        GROUP BY p.client_type, p.key, p.cluster_a, p.cluster_b, d.value),
+      tvd AS (
+        SELECT client_type, key, cluster_a, cluster_b,
+               least(greatest(sum(abs(coalesce(sa, 0) - coalesce(sb, 0))) / 2, 0), 1) AS tvd
+        FROM shares GROUP BY client_type, key, cluster_a, cluster_b),
+      dom AS (
+        SELECT cluster_id, client_type, key, arg_max(value, instance_count) AS dominant_value
+        FROM dist GROUP BY cluster_id, client_type, key)
+      SELECT p.*, t.tvd, da.dominant_value AS dominant_value_a, db.dominant_value AS dominant_value_b
+      FROM pairs p
+      JOIN tvd t ON t.client_type IS NOT DISTINCT FROM p.client_type AND t.key = p.key
+        AND t.cluster_a = p.cluster_a AND t.cluster_b = p.cluster_b
+      JOIN dom da ON da.client_type IS NOT DISTINCT FROM p.client_type AND da.key = p.key
+        AND da.cluster_id = p.cluster_a
+      JOIN dom db ON db.client_type IS NOT DISTINCT FROM p.client_type AND db.key = p.key
+        AND db.cluster_id = p.cluster_b""",
+    "group_drift": f"""
+      WITH groups AS (
+        SELECT client_instance_id, value AS group_id FROM latest
+        WHERE key = 'group.id' AND value IS NOT NULL),
+      counts AS (
+        SELECT l.cluster_id, g.group_id, l.key, l.value, count(*) AS n
+        FROM latest l JOIN groups g USING (client_instance_id)
+        WHERE l.key NOT IN ({", ".join(f"'{k}'" for k in GROUP_IDENTITY_KEYS)})
+        GROUP BY l.cluster_id, g.group_id, l.key, l.value)
+      SELECT cluster_id, group_id, key, sum(n) AS members, count(*) AS distinct_values
+      FROM counts GROUP BY cluster_id, group_id, key HAVING count(*) > 1""",
+    "client_versions": """
+      SELECT cluster_id, client_type, client_software_name, client_software_version,
+             count(DISTINCT client_instance_id) AS instances
+      FROM latest GROUP BY cluster_id, client_type, client_software_name, client_software_version""",
+}
 
 
-def duckdb_distributions(lake: Path) -> tuple[float, int, int]:
-    """(seconds, rows, sum of instance_count) of the distributions computed by DuckDB."""
+def _duckdb_rule(rule: Rule) -> str:
+    """One per-instance rule as a DuckDB SELECT over the per-instance cfg map."""
+    if rule.condition is None:  # CC015
+        match = f"regexp_matches(coalesce(client_id, cfg['client.id'], ''), '{_GENERATED_ID}')"
+    else:
+        cond = _PLACEHOLDER.sub(lambda m: {
+            "num": f"TRY_CAST(cfg['{m.group(2)}'] AS DOUBLE)",
+            "str": f"lower(cfg['{m.group(2)}'])",
+            "has": f"map_contains(cfg, '{m.group(2)}')"}[m.group(1)], rule.condition)
+        present = " AND ".join(f"map_contains(cfg, '{k}')" for k in rule.keys)
+        match = f"({present}) AND ({cond})"
+        if rule.client_types:
+            match = f"client_type IN ({', '.join(repr(t) for t in rule.client_types)}) AND {match}"
+    return (f"SELECT '{rule.id}' AS rule_id, cluster_id, client_instance_id, client_id, "
+            f"cfg['group.id'] AS group_id FROM configs WHERE {match}")
+
+
+def duckdb_results(lake: Path) -> tuple[float, dict[str, int]]:
+    """(seconds, rows per table) of the results tables computed by DuckDB over the lake's files.
+
+    config_alerts holds the per-instance rules (PER_INSTANCE_RULE_IDS), the ones SQL can state
+    per instance; the fleet rules (CC016-CC018) and drift_keys are not computed by the peer.
+    """
     import duckdb
 
     files = sorted(str(p) for p in (lake / "client_configs").rglob("*.parquet"))
     started = time.perf_counter()
     con = duckdb.connect()
-    result = con.execute(DUCKDB_DISTRIBUTIONS, [files]).to_arrow_table()
+    con.execute(DUCKDB_LATEST, [files])
+    rows: dict[str, int] = {}
+    for name, sql in DUCKDB_TABLES.items():
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
+        rows[name] = int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0])  # type: ignore[index]
+    con.execute("""CREATE OR REPLACE TEMP TABLE configs AS
+      SELECT client_instance_id, any_value(cluster_id) AS cluster_id, any_value(client_id) AS client_id,
+             any_value(client_type) AS client_type, map_from_entries(list((key, value))) AS cfg
+      FROM latest GROUP BY client_instance_id""")
+    alerts = " UNION ALL ".join(_duckdb_rule(rule_by_id(r)) for r in PER_INSTANCE_RULE_IDS)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE config_alerts AS {alerts}")
+    rows["config_alerts"] = int(con.execute("SELECT count(*) FROM config_alerts").fetchone()[0])  # type: ignore[index]
     elapsed = time.perf_counter() - started
     con.close()
-    return elapsed, result.num_rows, int(pc.sum(result["instance_count"]).as_py())
+    return elapsed, rows
+
+
+DUCKDB_COVERS = (*DUCKDB_TABLES, "config_alerts (per-instance rules: "
+                 + ", ".join(PER_INSTANCE_RULE_IDS) + ")")
+
+
+def spark_rows(lake: Path) -> dict[str, int]:
+    """Rows per results table the Spark job wrote (config_alerts: the per-instance rules only)."""
+    rows = {name: read_table(str(lake), f"results/{name}").num_rows for name in DUCKDB_TABLES}
+    alerts = read_table(str(lake), "results/config_alerts")
+    rows["config_alerts"] = sum(1 for r in alerts.column("rule_id").to_pylist() if r in PER_INSTANCE_RULE_IDS)
+    return rows
+
+
+def demo_analyze(workdir: Path, n: int = 400) -> dict[str, Any]:
+    """Wall time of one `python -m backend analyze` (a new process: JVM start included) on n instances."""
+    lake = workdir / f"demo-{n}"
+    write_fleet(lake, 0, n, T0)
+    command = [sys.executable, "-m", "backend", "analyze", "--lake", str(lake), "--master", "local[2]"]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"analyze failed: {done.stderr[-2000:]}")
+    return {"instances": n, "analyze_wall_s": round(wall, 1), "command": " ".join(command[1:])}
 
 
 def _log(stage: str) -> Callable[[str], None]:
@@ -258,16 +386,20 @@ def bench_size(n: int, master: str | None, workdir: Path) -> dict[str, Any]:
         write_fleet(lake, 0, updated, T0 + timedelta(hours=1), epoch=1)
     inc_s, inc, inc_rss = _timed(lambda: run_analysis(str(lake), master=master,
                                                       progress=_log(f"{n} refresh")))
-    spark_dist = read_table(str(lake), "results/distributions")
-    duck_s, duck_rows, duck_sum = duckdb_distributions(lake)
-    spark_sum = int(pc.sum(spark_dist["instance_count"]).as_py())
+    duck_s, duck_rows = duckdb_results(lake)
+    ours = spark_rows(lake)
     return {
         "instances": n,
         "config_rows": rows,
         "generate_s": round(gen_s, 1),
         "spark_full_s": round(full_s, 1),
         "spark_full_rows_read": full.records_read,
+        "spark_full_jobs": full.spark_jobs,
+        "spark_full_stages": full.spark_stages,
         "spark_incremental_s": round(inc_s, 1),
+        "spark_incremental_jobs": inc.spark_jobs,
+        "spark_incremental_stages": inc.spark_stages,
+        "shuffle_partitions_full": full.shuffle_partitions,
         "incremental_written_new_instances": added,
         "incremental_written_updated_instances": updated,
         "incremental_rows_read": inc.records_read,
@@ -284,11 +416,13 @@ def bench_size(n: int, master: str | None, workdir: Path) -> dict[str, Any]:
         "incremental_state_rows_rewritten": inc.state_rows_rewritten,
         "instances_after_refresh": inc.instances,
         "incremental_over_full": round(inc_s / full_s, 3),
-        "duckdb_distributions_s": round(duck_s, 1),
+        "duckdb_s": round(duck_s, 2),
+        "duckdb_covers": list(DUCKDB_COVERS),
         "spark_full_over_duckdb": round(full_s / duck_s, 1),
         "spark_incremental_over_duckdb": round(inc_s / duck_s, 2),
-        "distributions_agree": (duck_rows, duck_sum) == (spark_dist.num_rows, spark_sum),
-        "distribution_rows": spark_dist.num_rows,
+        "rows_spark": ours,
+        "rows_duckdb": duck_rows,
+        "tables_agree": ours == duck_rows,
         "alerts": inc.alerts_by_severity,
         "peak_rss_full_mb": round(full_rss / 2**20),
         "peak_rss_incremental_mb": round(inc_rss / 2**20),
@@ -302,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", default=None, help="where lakes go (default: a temp dir)")
     parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("--demo", type=int, default=400,
+                        help="also time one `python -m backend analyze` of this many instances (0: skip)")
     parser.add_argument("--driver-memory", default=None,
                         help="heap of the local Spark JVM, e.g. 4g (default: Spark's 1g)")
     args = parser.parse_args(argv)
@@ -309,9 +445,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {args.driver_memory} pyspark-shell"
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-", dir=args.workdir) as tmp:
+        demo = demo_analyze(Path(tmp), args.demo) if args.demo else None
         results = [bench_size(n, args.master, Path(tmp)) for n in sizes]
     report = {"benchmark": "pipeline", "master": args.master, "driver_memory": args.driver_memory or "1g",
-              "cpu_count": psutil.cpu_count(),
+              "cpu_count": psutil.cpu_count(), "demo": demo,
               "load_avg": [round(x, 1) for x in psutil.getloadavg()], "results": results}
     text = json.dumps(report, indent=2)
     print(text)

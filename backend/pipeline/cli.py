@@ -55,6 +55,9 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     print(f"  sensitive dropped:   {summary.sensitive_dropped}")
     print(f"  untyped records:     {summary.untyped}")
     print(f"  alerts:              {alerts}" + (" (unchanged)" if summary.skipped else ""))
+    if not summary.skipped:
+        print(f"  spark:               {summary.spark_jobs} jobs, {summary.spark_stages} stages run, "
+              f"{summary.shuffle_partitions} shuffle partitions")
     print(f"  took {summary.duration_s:.1f} s")
     return 0
 

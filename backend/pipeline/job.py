@@ -17,13 +17,17 @@ import pandas as pd
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from backend.pipeline import instances as I
+from backend.pipeline import results as RS
 from backend.pipeline import rules as rules_mod
 from backend.pipeline import transforms as T
 from backend.pipeline.spark import get_spark, size_session
 from backend.pipeline.state_store import (
     BROKER_VERSIONS,
     COMPACT_FRACTION,
+    COUNTS,
     LATEST,
     MANIFEST,
     MAX_SEGMENTS,
@@ -35,7 +39,9 @@ from backend.pipeline.state_store import (
     cleanup,
     load_state,
     read_agg,
+    read_counts,
     read_latest,
+    read_stats,
     write_agg,
 )
 from backend.store.config_schemas import SCHEMA_VERSION, spark_schema
@@ -43,23 +49,22 @@ from backend.store.tables import read_table
 
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
                  "drift_keys", "group_drift", "client_versions", "config_alerts")
-COUNT_TABLES: dict[str, tuple[Callable[[DataFrame], DataFrame], tuple[str, ...]]] = {
-    "value_counts": (T.value_counts, T.VALUE_COUNT_KEYS),
-    "group_counts": (T.group_counts, T.GROUP_COUNT_KEYS),
-    "version_counts": (T.version_counts, T.VERSION_COUNT_KEYS),
-    "client_id_counts": (T.client_id_counts, T.CLIENT_ID_COUNT_KEYS),
-}
+COUNT_TABLES = tuple(I.COUNT_LAYOUT)
 
 
 @dataclass
 class AnalysisSummary:
     """What one analysis run read and produced.
 
-    A refresh (``full`` false) proves what it touched: ``instances_changed`` instances whose
-    latest snapshot changed (new + updated), ``delta_rows`` signed rows folded into the count
-    tables, ``state_rows_matched`` current rows of those instances found in the state (read
-    by a filtered scan of ``state_rows_scanned`` rows), ``state_rows_written`` rows appended as a
-    segment and ``state_rows_rewritten`` rows rewritten by a compaction (0 when none ran).
+    The state holds one row per client instance. A refresh (``full`` false) proves what it
+    touched: ``instances_changed`` instances whose latest snapshot changed (new + updated),
+    ``delta_rows`` signed instance rows folded into the count tables (+1 per changed instance,
+    -1 per replaced state row), ``state_rows_matched`` state rows of the instances with new
+    snapshots (found by a filtered scan of ``state_rows_scanned`` rows), ``state_rows_written``
+    rows appended as a segment and ``state_rows_rewritten`` rows rewritten by a compaction (0
+    when none ran). Every count comes from work the run did anyway (the statistics records of
+    its one aggregation), never from an extra Spark action. ``spark_jobs`` / ``spark_stages``:
+    the jobs the run started and the stages that ran tasks, from Spark's status tracker.
     """
 
     lake: str
@@ -87,6 +92,8 @@ class AnalysisSummary:
     state_rows_written: int = 0
     state_rows_rewritten: int = 0
     compacted: bool = False
+    spark_jobs: int = 0
+    spark_stages: int = 0
 
 
 def _conform(df: DataFrame, name: str, computed_at: datetime) -> DataFrame:
@@ -216,177 +223,196 @@ def run_analysis(
     summary.shuffle_partitions = sized.shuffle_partitions
     say(f"{sized.shuffle_partitions} shuffle partitions for {sized.input_bytes / 2**20:.1f} MiB on "
         f"{sized.cores} cores" + (" (set by $FLEETVIEW_SPARK_SHUFFLE_PARTITIONS)" if sized.overridden else ""))
+    job_group = f"fleetview-analyze-{uuid.uuid4().hex}"
+    spark.sparkContext.setJobGroup(job_group, "fleetview analyze", interruptOnCancel=False)
 
     schema = spark_schema("client_configs")
+    rows = spark.createDataFrame([], schema)
     if new_files:
-        new_rows = spark.read.schema(schema).parquet(
-            *[paths.spark_path("client_configs", f) for f in new_files])
-    else:
-        new_rows = spark.createDataFrame([], schema)
-    new_rows = new_rows.cache()
-    counts = new_rows.agg(F.count(F.lit(1)).alias("rows"),
-                          F.countDistinct("snapshot_id").alias("snaps")).collect()[0]
-    summary.records_read, summary.snapshots_read = int(counts["rows"]), int(counts["snaps"])
-    say(f"read {summary.records_read} config rows of {summary.snapshots_read} snapshots")
+        rows = spark.read.schema(schema).parquet(*[paths.spark_path("client_configs", f) for f in new_files])
+    new_rows = rows.select(*T.INSTANCE_COLUMNS, "key", "value", "type", "is_default")
 
     generation = (state.generation if state else 0) + 1
     tag = f"g{generation:06d}-{uuid.uuid4().hex[:8]}"
-    cached: list[DataFrame] = [new_rows]
+    cached: list[DataFrame] = []
     if reason:
-        new_state, configs, prior_alerts = _full_state(spark, paths, new_rows, window_days, tag,
-                                                       generation, summary, cached, say)
+        new_state, configs, prior_alerts, stats = _full_state(spark, paths, new_rows, window_days, tag,
+                                                              generation, summary, say)
     else:
         assert state is not None
-        new_state, configs, prior_alerts = _refresh_state(spark, paths, new_rows, state, tag,
-                                                          summary, cached, say)
-    say(f"{summary.instances_evaluated} instances evaluated, {summary.delta_rows} delta rows")
+        new_state, configs, prior_alerts, stats = _refresh_state(
+            spark, paths, new_rows if new_files else None, state, tag, summary, cached, say)
+    summary.records_read = stats.get("rows_read", 0)
+    summary.snapshots_read = stats.get("snapshots_read", 0)
+    summary.instances = stats.get("instances", 0)
+    say(f"read {summary.records_read} config rows of {summary.snapshots_read} snapshots; "
+        f"{summary.instances_evaluated} instances evaluated, {summary.delta_rows} delta rows; "
+        f"{summary.instances} client instances in the latest state")
 
-    agg = {name: read_agg(spark, paths, new_state.agg, name) for name in (*COUNT_TABLES, TOO_OLD)}
-    summary.instances = int(agg["version_counts"].agg(F.sum("n")).collect()[0][0] or 0)
-    say(f"{summary.instances} client instances in the latest state")
-
+    # The results but config_alerts come from the small count tables, on the driver (no Spark
+    # job each); the alerts are one Spark write: per-instance rules in one projection, CC018
+    # (a join with the brokers), and CC016/CC017 from the count tables.
     computed_at = datetime.now(UTC)
-    dist = T.distributions_from_counts(agg["value_counts"]).cache()
-    pairs = T.drift_clusters(dist).cache()
-    groups = T.group_drift_from_counts(agg["group_counts"]).cache()
-    cached += [dist, pairs, groups]
-    alerts = rules_mod.instance_alerts(configs).unionByName(rules_mod.fleet_alerts(
-        agg["client_id_counts"], groups, agg[TOO_OLD], _broker_versions(spark, paths, lake)))
+    counts = RS.count_frames(read_counts(paths, new_state.agg))
+    tables = RS.results_tables(counts)
+    for name, frame in tables.items():
+        paths.replace_dir_table(RS.to_arrow(frame, name, computed_at), "results", name)
+        say(f"wrote results/{name}")
+    fleet_rows = (RS.shared_client_id_alerts(counts["client_id_counts"])
+                  + RS.group_disagreement_alerts(tables["group_drift"]))
+    alert_schema = spark_schema("config_alerts")
+    alert_columns = [f for f in alert_schema.fields if f.name not in ("computed_at", "schema_version")]
+    fleet_alerts = spark.createDataFrame([tuple(r[f.name] for f in alert_columns) for r in fleet_rows],
+                                         StructType(alert_columns))
+    too_old = read_agg(spark, paths, new_state.agg, TOO_OLD)
+    alerts = rules_mod.instance_alerts_projection(configs).unionByName(
+        rules_mod.client_too_old_alerts(too_old, _broker_versions(spark, paths, lake))).unionByName(
+        fleet_alerts)
     if prior_alerts is not None:
         alerts = alerts.unionByName(prior_alerts)
-    frames = {
-        "distributions": dist,
-        "default_share": T.default_share_from_counts(agg["value_counts"]),
-        "numeric_summary": T.numeric_summary_from_counts(agg["value_counts"]),
-        "drift_clusters": pairs,
-        "drift_keys": T.drift_keys(dist, pairs),
-        "group_drift": groups,
-        "client_versions": T.client_versions_from_counts(agg["version_counts"]),
-        "config_alerts": alerts,
-    }
-    for name in SPARK_RESULTS:
-        # repartition (not coalesce) keeps the upstream stage parallel and still writes one file
-        paths.replace_dir(_conform(frames[name], name, computed_at).repartition(1), "results", name)
-        say(f"wrote results/{name}")
+    paths.replace_dir(_conform(alerts, "config_alerts", computed_at).repartition(1), "results",
+                      "config_alerts")
+    say("wrote results/config_alerts")
     for name in SPARK_RESULTS:
         table = read_table(lake, f"results/{name}")
         summary.result_rows[name] = table.num_rows
         if name == "config_alerts":
             for sev in table.column("severity").to_pylist():
                 summary.alerts_by_severity[sev] = summary.alerts_by_severity.get(sev, 0) + 1
-    # Commit: state.json names the new base/segments/count tables. A crash before this line
-    # leaves the previous state current; re-folding files it already holds is a no-op (their
-    # snapshots do not supersede themselves).
+    # Commit: state.json names the new base/segments/tally. A crash before this line leaves the
+    # previous state current; re-folding files it already holds is a no-op (their snapshots do
+    # not supersede themselves).
     paths.write_json(new_state.to_json(), STATE_DIR, STATE)
     paths.write_json(sorted(done | set(new_files)), STATE_DIR, MANIFEST)
     paths.write_json(brokers_seen, STATE_DIR, BROKER_VERSIONS)
     cleanup(paths, new_state)
     for frame in cached:
         frame.unpersist()
+    summary.spark_jobs, summary.spark_stages = _jobs_and_stages(spark, job_group)
+    say(f"{summary.spark_jobs} Spark jobs, {summary.spark_stages} stages run")
     summary.duration_s = time.monotonic() - started
     return summary
 
 
+def _jobs_and_stages(spark: SparkSession, group: str) -> tuple[int, int]:
+    """Jobs of a job group, and the stages of them that ran tasks (skipped ones left out)."""
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(group)
+    stage_ids: set[int] = set()
+    for job_id in jobs:
+        info = tracker.getJobInfo(job_id)
+        if info is not None:
+            stage_ids.update(info.stageIds)
+    ran = 0
+    for stage_id in stage_ids:
+        stage = tracker.getStageInfo(stage_id)
+        if stage is not None and stage.numCompletedTasks > 0:
+            ran += 1
+    return len(jobs), ran
+
+
 def _full_state(
     spark: SparkSession, paths: LakePaths, rows: DataFrame, window_days: float | None, tag: str,
-    generation: int, summary: AnalysisSummary, cached: list[DataFrame],
-    say: Callable[[str], None],
-) -> tuple[PipelineState, DataFrame, DataFrame | None]:
-    """Rebuild the latest-rows base and every count table from all rows."""
-    schema = spark_schema("client_configs")
+    generation: int, summary: AnalysisSummary, say: Callable[[str], None],
+) -> tuple[PipelineState, DataFrame, DataFrame | None, dict[str, int]]:
+    """Rebuild the instance base (one shuffle of the wide rows), the tally and the too-old index."""
     base = f"base-{tag}"
-    paths.replace_dir(T.latest_snapshots(rows).select(*schema.fieldNames()), STATE_DIR, LATEST, base)
-    latest = read_latest(spark, paths, [base])
-    base_rows = latest.count()
-    say(f"wrote the latest state: {base_rows} rows")
+    paths.replace_dir(I.instance_rows(rows), STATE_DIR, LATEST, base)
+    say("wrote the instance state")
+    inst = read_latest(spark, paths, [base])
+    counted = F.lit(True)
     if window_days is not None:
-        latest = T.latest_snapshots(latest, since=datetime.now(UTC) - timedelta(days=window_days))
-    latest = latest.cache()
-    configs = T.instance_configs(latest).cache()
-    cached += [latest, configs]
-    tables = {name: fn(latest) for name, (fn, _keys) in COUNT_TABLES.items()}
-    tables[TOO_OLD] = rules_mod.too_old_clients(configs)
-    write_agg(paths, tables, tag)
+        counted = F.col("received_at") >= F.lit(datetime.now(UTC) - timedelta(days=window_days))
+    frame = inst.select(
+        F.when(counted, F.struct(*I.INSTANCE_FIELDS)).alias("plus"),
+        F.lit(None).cast(I.INSTANCE_SCHEMA).alias("minus"),
+        F.struct(F.col("rows_read"), F.col("snapshots_read"), F.lit(1).cast("long").alias("state_rows"),
+                 counted.cast("long").alias("evaluated")).alias("stats"),
+    )
+    configs = I.with_cfg(inst.where(counted))
+    write_agg(paths, {COUNTS: I.tallies(I.tally_records(frame)),
+                      TOO_OLD: rules_mod.too_old_clients(configs)}, tag)
     say("wrote the count tables")
-    summary.instances_evaluated = configs.count()
-    summary.state_rows_written = base_rows
-    return PipelineState(generation, base, base_rows, [], 0, tag, window_days), configs, None
+    stats = read_stats(paths, tag)
+    summary.instances_evaluated = stats.get("evaluated", 0)
+    summary.state_rows_written = base_rows = stats.get("state_rows", 0)
+    return PipelineState(generation, base, base_rows, [], 0, tag, window_days), configs, None, stats
 
 
 def _refresh_state(
-    spark: SparkSession, paths: LakePaths, new_rows: DataFrame, state: PipelineState, tag: str,
+    spark: SparkSession, paths: LakePaths, new_rows: DataFrame | None, state: PipelineState, tag: str,
     summary: AnalysisSummary, cached: list[DataFrame], say: Callable[[str], None],
-) -> tuple[PipelineState, DataFrame, DataFrame | None]:
-    """Fold only the instances whose latest snapshot changed into the state and count tables."""
-    schema = spark_schema("client_configs")
-    ids = ["client_instance_id"]
-    new_latest = T.latest_snapshots(new_rows).cache()
-    heads = new_latest.select(*ids, "received_at", "snapshot_id").dropDuplicates(ids)
-    # The current rows of just these instances: a filtered scan of base + segments, no shuffle
-    # of the state.
-    if summary.records_read:
-        summary.state_rows_scanned = state.base_rows + state.segment_rows
-        old_rows = read_latest(spark, paths, [state.base, *state.segments]).join(
-            F.broadcast(heads.select(*ids)), "client_instance_id", "left_semi")
-    else:  # no new rows (only the broker versions changed): nothing to look up
-        old_rows = spark.createDataFrame([], schema)
-    old_latest = T.latest_snapshots(old_rows).cache()
-    old_heads = old_latest.select(*ids, "received_at", "snapshot_id").dropDuplicates(ids)
-    changed = T.superseding(heads, old_heads).cache()
-    cached += [new_latest, old_latest, changed]
-    changed_ids = F.broadcast(changed.select(*ids))
-    plus = new_latest.join(changed_ids, "client_instance_id", "left_semi").select(
-        *schema.fieldNames()).cache()
-    minus = old_latest.join(changed_ids, "client_instance_id", "left_semi")
-    delta = plus.withColumn("sign", F.lit(1)).unionByName(minus.withColumn("sign", F.lit(-1))).cache()
-    configs = T.instance_configs(plus).cache()
-    cached += [plus, delta, configs]
-
-    by_kind = {bool(r["updated"]): int(r["n"]) for r in
-               changed.groupBy("updated").agg(F.count(F.lit(1)).alias("n")).collect()}
-    summary.instances_new, summary.instances_updated = by_kind.get(False, 0), by_kind.get(True, 0)
-    summary.instances_changed = summary.instances_new + summary.instances_updated
-    summary.state_rows_matched = old_latest.count()
-    say(f"{summary.instances_changed} changed instances; {summary.state_rows_matched} current rows of "
-        f"the instances with new snapshots found in {summary.state_rows_scanned} state rows")
-    summary.delta_rows = delta.count()
-    summary.instances_evaluated = configs.count()
-
-    segments, segment_rows, agg = list(state.segments), state.segment_rows, state.agg
+) -> tuple[PipelineState, DataFrame, DataFrame | None, dict[str, int]]:
+    """Fold only the instances whose latest snapshot changed into the state and the tally."""
+    ids = "client_instance_id"
     prior_alerts = spark.read.schema(spark_schema("config_alerts")).parquet(
         paths.spark_path("results", "config_alerts")).where(
         F.col("rule_id").isin(*rules_mod.PER_INSTANCE_RULE_IDS)).drop(
         "computed_at", "schema_version")
-    if summary.instances_changed:
-        seg = f"seg-{tag}"
-        paths.replace_dir(plus, STATE_DIR, LATEST, seg)
-        segments.append(seg)
-        summary.state_rows_written = plus.count()
-        segment_rows += summary.state_rows_written
-        tables = {
-            name: T.merge_counts(read_agg(spark, paths, state.agg, name), fn(delta), keys)
-            for name, (fn, keys) in COUNT_TABLES.items()
-        }
-        tables[TOO_OLD] = read_agg(spark, paths, state.agg, TOO_OLD).join(
-            changed_ids, "client_instance_id", "left_anti").unionByName(
-            rules_mod.too_old_clients(configs))
-        write_agg(paths, tables, tag)
-        say(f"appended {summary.state_rows_written} rows; merged the count tables")
+    segments, segment_rows, agg = list(state.segments), state.segment_rows, state.agg
+    if new_rows is None:  # only the broker versions changed: nothing to look up or fold in
+        configs = I.with_cfg(spark.createDataFrame([], I.INSTANCE_SCHEMA))
+        stats = {"instances": read_stats(paths, state.agg).get("instances", 0)}
+    else:
+        new_inst = I.instance_rows(new_rows).cache()
+        cached.append(new_inst)
+        # The state rows of just these instances: a filtered scan of base + segments (the ids
+        # are broadcast), then the latest of them per instance.
+        summary.state_rows_scanned = state.base_rows + state.segment_rows
+        old = I.latest_instances(read_latest(spark, paths, [state.base, *state.segments]).join(
+            F.broadcast(new_inst.select(ids)), ids, "left_semi"))
+        fields = [F.col(c) for c in I.INSTANCE_FIELDS]
+        joined = new_inst.select(ids, F.struct(*fields).alias("n")).join(
+            old.select(ids, F.struct(*fields).alias("o")), ids, "left")
+        changed = I.later("n", "o")
+        found = F.col("o").isNotNull()
+        frame = joined.select(
+            F.when(changed, F.col("n")).alias("plus"),
+            F.when(changed & found, F.col("o")).alias("minus"),
+            F.struct(F.col("n.rows_read").alias("rows_read"),
+                     F.col("n.snapshots_read").alias("snapshots_read"),
+                     (changed & ~found).cast("long").alias("new"),
+                     (changed & found).cast("long").alias("updated"),
+                     found.cast("long").alias("matched")).alias("stats"),
+        ).cache()
+        cached.append(frame)
+        plus = frame.where(F.col("plus").isNotNull()).select("plus.*")
+        configs = I.with_cfg(plus)
+        changed_ids = F.broadcast(plus.select(ids))
+        tally = I.tallies(I.stored_records(read_agg(spark, paths, state.agg, COUNTS))
+                          .unionByName(I.tally_records(frame)))
+        too_old = read_agg(spark, paths, state.agg, TOO_OLD).join(
+            changed_ids, ids, "left_anti").unionByName(rules_mod.too_old_clients(configs))
+        write_agg(paths, {COUNTS: tally, TOO_OLD: too_old}, tag)
         agg = tag
-        prior_alerts = prior_alerts.join(changed_ids, "client_instance_id", "left_anti")
+        stats = read_stats(paths, tag)
+        summary.instances_new, summary.instances_updated = stats.get("new", 0), stats.get("updated", 0)
+        summary.instances_changed = summary.instances_new + summary.instances_updated
+        summary.instances_evaluated = summary.instances_changed
+        summary.state_rows_matched = stats.get("matched", 0)
+        summary.delta_rows = summary.instances_changed + summary.instances_updated
+        say(f"{summary.instances_changed} changed instances; {summary.state_rows_matched} state rows "
+            f"of the instances with new snapshots found in {summary.state_rows_scanned}")
+        if summary.instances_changed:
+            seg = f"seg-{tag}"
+            paths.replace_dir(plus, STATE_DIR, LATEST, seg)
+            segments.append(seg)
+            summary.state_rows_written = summary.instances_changed
+            segment_rows += summary.state_rows_written
+            say(f"appended {summary.state_rows_written} instance rows")
+            prior_alerts = prior_alerts.join(changed_ids, ids, "left_anti")
 
     base, base_rows = state.base, state.base_rows
     if segment_rows > COMPACT_FRACTION * base_rows or len(segments) > MAX_SEGMENTS:
         base = f"base-{tag}"
-        paths.replace_dir(T.latest_snapshots(read_latest(spark, paths, [state.base, *segments]))
-                          .select(*schema.fieldNames()), STATE_DIR, LATEST, base)
-        base_rows = read_latest(spark, paths, [base]).count()
+        paths.replace_dir(I.latest_instances(read_latest(spark, paths, [state.base, *segments])),
+                          STATE_DIR, LATEST, base)
+        base_rows = stats["instances"]  # one state row per instance counted in version_counts
         summary.state_rows_rewritten, summary.compacted = base_rows, True
-        say(f"compacted the latest state: {base_rows} rows rewritten")
+        say(f"compacted the instance state: {base_rows} rows rewritten")
         segments, segment_rows = [], 0
     new_state = PipelineState(state.generation + 1, base, base_rows, segments, segment_rows, agg, None)
-    return new_state, configs, prior_alerts
-
+    return new_state, configs, prior_alerts, stats
 
 
 # Old private names, kept for the tests and tools that reach into the job.

@@ -1,4 +1,4 @@
-"""The pipeline's incremental state store under lake/_state/pipeline: paths, state.json, latest rows, count tables.
+"""The pipeline's incremental state store under lake/_state/pipeline: paths, state.json, instance rows, tallies.
 
 ``job.py`` orchestrates a run; this module owns where its state lives and how it is read, written and
 cleaned up (docs/spark.md, "Incremental refresh").
@@ -8,22 +8,29 @@ from __future__ import annotations
 
 import posixpath
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+from backend.pipeline.instances import INSTANCE_SCHEMA, STAT
 from backend.store.atomic import read_json, write_json_atomic
-from backend.store.config_schemas import SCHEMA_VERSION, spark_schema
+from backend.store.config_schemas import SCHEMA_VERSION
 from backend.store.location import parse_lake
 
 STATE_DIR = "_state/pipeline"
 MANIFEST = "processed_files.json"
 BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
-STATE = "state.json"  # which latest-rows base/segments and count tables are current
-STATE_FORMAT = 3  # 3: value_counts keyed by normalised value and raw_value
-LATEST = "latest"  # latest rows per instance: one base plus appended segments
-AGG = "agg"  # count tables, one directory per generation
+STATE = "state.json"  # which instance base/segments and tally are current
+# 4: one row per instance (backend.pipeline.instances.INSTANCE_SCHEMA) and one tally holding
+# every count table; 3 (one row per key, one directory per count table) is rebuilt by a full run.
+STATE_FORMAT = 4
+LATEST = "instances"  # one row per instance: one base plus appended segments
+AGG = "agg"  # the tally and the too-old index, one directory per generation
+COUNTS = "counts"  # every count table (backend.pipeline.instances.COUNT_LAYOUT) and the run's stats
 TOO_OLD = "too_old_clients"
 # Compact (rewrite the base from base + segments) when the segments hold more rows than this
 # fraction of the base, or when there are more than MAX_SEGMENTS of them.
@@ -94,9 +101,22 @@ class LakePaths:
 
     def replace_dir(self, df: DataFrame, *parts: str) -> None:
         """Write df as Parquet next to the target, then swap it into place."""
+        self._swap_in(lambda tmp: df.write.mode("overwrite").parquet(self.spark_path(*tmp)), parts)
+
+    def replace_dir_table(self, table: pa.Table, *parts: str) -> None:
+        """Write an Arrow table as one Parquet file in a directory next to the target, then swap it in."""
+
+        def write(tmp: list[str]) -> None:
+            self.fs.create_dir(self.path(*tmp), recursive=True)
+            pq.write_table(table, self.path(*tmp, "part-0.parquet"), filesystem=self.fs,
+                           compression="zstd")
+
+        self._swap_in(write, parts)
+
+    def _swap_in(self, write: Callable[[list[str]], None], parts: tuple[str, ...]) -> None:
         parent = posixpath.join(*parts[:-1]) if len(parts) > 1 else ""
         tmp_name = f".tmp-{parts[-1]}-{uuid.uuid4().hex}"
-        df.write.mode("overwrite").parquet(self.spark_path(*filter(None, [parent, tmp_name])))
+        write([p for p in (parent, tmp_name) if p])
         target = self.path(*parts)
         old = self.path(*filter(None, [parent, f".old-{parts[-1]}-{uuid.uuid4().hex}"]))
         if self.exists(*parts):
@@ -120,7 +140,7 @@ def load_state(paths: LakePaths) -> PipelineState | None:
     except (KeyError, TypeError, ValueError):
         return None
     dirs = [(LATEST, state.base), *[(LATEST, seg) for seg in state.segments],
-            *[(AGG, state.agg, name) for name in (*COUNT_TABLE_NAMES, TOO_OLD)]]
+            *[(AGG, state.agg, name) for name in (COUNTS, TOO_OLD)]]
     if not all(paths.exists(STATE_DIR, *parts) for parts in dirs):
         return None
     return state
@@ -143,19 +163,45 @@ def cleanup(paths: LakePaths, state: PipelineState) -> None:
 
 
 def read_latest(spark: SparkSession, paths: LakePaths, dirs: list[str]) -> DataFrame:
-    """The latest-rows base and segments named by dirs, as one DataFrame."""
-    return spark.read.schema(spark_schema("client_configs")).parquet(
+    """The instance rows of the base and segments named by dirs, as one DataFrame."""
+    return spark.read.schema(INSTANCE_SCHEMA).parquet(
         *[paths.spark_path(STATE_DIR, LATEST, d) for d in dirs])
 
 
 def read_agg(spark: SparkSession, paths: LakePaths, agg: str, name: str) -> DataFrame:
-    """One count table of a generation."""
+    """The tally (COUNTS) or the too-old index of a generation."""
     return spark.read.parquet(paths.spark_path(STATE_DIR, AGG, agg, name))
 
 
 def write_agg(paths: LakePaths, frames: dict[str, DataFrame], agg: str) -> None:
-    """Write a generation's count tables, each replaced atomically."""
+    """Write a generation's tables, each replaced atomically."""
     for name, frame in frames.items():
         paths.replace_dir(frame.repartition(1), STATE_DIR, AGG, agg, name)
+
+
+def read_counts(paths: LakePaths, agg: str) -> pa.Table:
+    """A generation's tally (every count table and the run's statistics), read with pyarrow."""
+    import pyarrow.dataset as ds
+
+    return ds.dataset(paths.path(STATE_DIR, AGG, agg, COUNTS), filesystem=paths.fs,
+                      format="parquet").to_table()
+
+
+def read_stats(paths: LakePaths, agg: str) -> dict[str, int]:
+    """The statistics a run wrote into its tally, and ``instances`` (sum of version_counts).
+
+    Read with pyarrow from the written file: no Spark job.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    data = ds.dataset(paths.path(STATE_DIR, AGG, agg, COUNTS), filesystem=paths.fs, format="parquet")
+    table = data.to_table(columns=["t", "n"], filter=pc.starts_with(pc.field("t"), STAT)
+                          | (pc.field("t") == "version_counts"))
+    stats: dict[str, int] = {}
+    for t, n in zip(table.column("t").to_pylist(), table.column("n").to_pylist(), strict=True):
+        name = t[len(STAT):] if t.startswith(STAT) else "instances"
+        stats[name] = stats.get(name, 0) + int(n)
+    return stats
 
 

@@ -186,9 +186,11 @@ def drift_keys(dist: DataFrame, pairs: DataFrame) -> DataFrame:
     )
     max_tvd = pairs.withColumn("client_type", _nn_type()).groupBy("client_type", "key").agg(
         F.max("tvd").alias("max_tvd"))
+    # null-safe on client_type: an untyped client's keys are kept, as in drift_clusters
     return (
-        per_cluster.join(dominant_values(dist), ["cluster_id", "client_type", "key"])
-        .withColumn("client_type", _nn_type())
+        per_cluster.withColumn("client_type", _nn_type())
+        .join(dominant_values(dist).withColumn("client_type", _nn_type()),
+              ["cluster_id", "client_type", "key"])
         .join(max_tvd, ["client_type", "key"], "left")
         .withColumn("max_tvd", F.coalesce(F.col("max_tvd"), F.lit(0.0)))
         .withColumn("client_type", _restore_type())

@@ -188,9 +188,10 @@ def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypa
     write_file(lake, "r1", r1)
     s1 = run_analysis(str(lake))
     assert (s1.files_processed, s1.records_read, s1.snapshots_read) == (1, len(r1), 6)
-    # minus rows: old C0 (5 keys) + P1, P3, W0 (4 keys each); plus rows: all of r1
-    assert_only(s1, new=2, updated=4, delta_rows=len(r1) + 5 + 3 * 4, written=len(r1))
-    assert s1.instances == 29 and s1.state_rows_matched == 5 + 3 * 4
+    # One state row per instance. plus: the 6 instances of r1; minus: the state rows of C0, P1,
+    # P3 and W0 they replace.
+    assert_only(s1, new=2, updated=4, delta_rows=6 + 4, written=6)
+    assert s1.instances == 29 and s1.state_rows_matched == 4
     tables = assert_equals_full(spark, lake, scratch)
     assert rule_hits(tables, "CC016") == {"shared-app"}
     assert instance_id("P3") in rule_hits(tables, "CC004")
@@ -212,9 +213,11 @@ def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypa
     write_file(lake, "r1-again", r1)  # the same snapshots ingested twice
     s2 = run_analysis(str(lake))
     assert (s2.files_processed, s2.snapshots_read) == (2, 8 + 6)
-    # changed: C1 (tie won), N2 (new), C0, legacy, P10; minus: C1, C0 (5 keys), legacy (1), P10 (4)
-    assert_only(s2, new=1, updated=4, delta_rows=(5 + 5 + 5 + 1 + 4) + (5 + 5 + 1 + 4),
-                written=5 + 5 + 5 + 1 + 4)
+    # changed: C1 (tie won), N2 (new), C0, legacy, P10; minus: C1, C0, legacy, P10
+    assert_only(s2, new=1, updated=4, delta_rows=5 + 4, written=5)
+    # matched: the state rows of every instance with a new snapshot (P2, C1, C2, C0, legacy,
+    # P10 from r2; N1, P1, P3, W0 from r1 again), changed or not
+    assert s2.state_rows_matched == 10
     tables = assert_equals_full(spark, lake, scratch)
     assert rule_hits(tables, "CC016") == set()
     assert rule_hits(tables, "CC018") == set()
@@ -239,9 +242,10 @@ def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypa
     assert s4.compacted and s4.state_rows_rewritten > 0
     state = job._load_state(job._Lake(str(lake)))
     assert state is not None and state.segments == [] and state.base_rows == s4.state_rows_rewritten
-    live_rows = read_table(str(lake), "results/distributions").to_pylist()
-    assert sum(r["instance_count"] for r in live_rows) == state.base_rows  # one row per key per instance
-    assert_only(s4, new=1, updated=1, delta_rows=4 + 4 + 4, written=8, rewritten=state.base_rows)
+    assert state.base_rows == s4.instances == 31  # one row per instance
+    versions = read_table(str(lake), "results/client_versions").to_pylist()
+    assert sum(r["instances"] for r in versions) == state.base_rows
+    assert_only(s4, new=1, updated=1, delta_rows=2 + 1, written=2, rewritten=state.base_rows)
     assert_equals_full(spark, lake, scratch)
 
     # Refresh 5: after compaction, appends again without rewriting anything.
@@ -249,7 +253,7 @@ def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypa
     r5 = producer("P4", "1", "7", client_id="shared-app", at=T0 + timedelta(hours=5))
     write_file(lake, "r5", r5)
     s5 = run_analysis(str(lake))
-    assert_only(s5, new=0, updated=1, delta_rows=8, written=4)
+    assert_only(s5, new=0, updated=1, delta_rows=2, written=1)
     assert s5.state_rows_scanned == state.base_rows
     assert_equals_full(spark, lake, scratch)
     assert run_analysis(str(lake)).skipped
