@@ -98,21 +98,24 @@ def instance_rows(rows: DataFrame) -> DataFrame:
     )
     latest = F.filter("all", lambda r: (r["received_at"] == F.col("id.received_at"))
                       & (r["snapshot_id"] == F.col("id.snapshot_id")))
-    entries = F.array_sort(F.transform(latest, lambda r: F.struct(
-        *[r[f.name].alias(f.name) for f in ENTRY_TYPE.fields])))
+    # Sorted by key (then value...) and without exact duplicates (a file ingested twice); the
+    # sorted array is materialised once, so the per-key pass below reads it, not re-sorts it.
+    entries = F.array_sort(F.array_distinct(F.transform(latest, lambda r: F.struct(
+        *[r[f.name].alias(f.name) for f in ENTRY_TYPE.fields]))))
     return grouped.select(
         "client_instance_id", *[F.col(f"id.{c}").alias(c) for c in identity],
-        _first_per_key(entries).alias("entries"),
+        F.aggregate(entries, F.array().cast(ArrayType(ENTRY_TYPE)), _keep_first_of_key).alias("entries"),
         F.size("all").cast("long").alias("rows_read"),
         F.size(F.array_distinct(F.transform("all", lambda r: r["snapshot_id"]))).cast("long")
         .alias("snapshots_read"),
     )
 
 
-def _first_per_key(sorted_entries: Column) -> Column:
-    """Keep the first entry of each key of an array sorted by key."""
-    return F.filter(sorted_entries, lambda e, i: (i == 0) | (
-        e["key"] != F.get(sorted_entries, i - 1)["key"]))
+def _keep_first_of_key(kept: Column, entry: Column) -> Column:
+    """Fold step over entries sorted by key: append an entry unless its key was just kept."""
+    last = F.get(kept, F.size(kept) - 1)
+    return F.when((F.size(kept) > 0) & (last["key"] == entry["key"]), kept).otherwise(
+        F.concat(kept, F.array(entry)))
 
 
 def latest_instances(state_rows: DataFrame) -> DataFrame:
