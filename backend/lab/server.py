@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 from typing import Any
@@ -19,6 +20,7 @@ from backend.lab.sasl import SaslFailure, SaslSession
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT_S = 600.0  # a silent client is disconnected after this long
+STOP_TIMEOUT_S = 5.0  # stop() waits at most this long for the listener to close
 WRITE_TIMEOUT_S = 30.0  # a client that stops reading is disconnected after this long
 MAX_REQUEST_BYTES = 1024 * 1024
 _PRE_AUTH_KEYS = {P.API_API_VERSIONS, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE}
@@ -63,9 +65,11 @@ class BrokerServer:
         if server is not None:
             server.close()
         for w in list(self._writers):
-            w.close()
+            w.transport.abort()  # now, not after a pending write drains: a client may never read
         if server is not None:
-            await server.wait_closed()
+            # wait_closed also waits for connections still being accepted; never past a bound
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), STOP_TIMEOUT_S)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
