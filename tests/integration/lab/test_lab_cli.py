@@ -97,8 +97,11 @@ def test_lab_runs_until_interrupted_and_serves_meanwhile(tmp_path: Path) -> None
     from confluent_kafka.admin import AdminClient
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    # Ctrl-C's default disposition in the child, as in a terminal: a runner started in the
+    # background (nohup, `&` in a script) ignores SIGINT, and Python keeps an inherited ignore.
     proc = subprocess.Popen([sys.executable, "-m", "backend", "lab", "--config", str(_lab_file(tmp_path))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         bootstrap = None
