@@ -38,7 +38,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     summary = run_analysis(lake, master=master, full=args.full, window_days=args.window_days,
-                           progress=lambda msg: print(f"  .. {msg}", flush=True))
+                           progress=lambda msg: print(f"  .. {msg}", flush=True), short_lived=True)
     alerts = ", ".join(f"{sev}: {summary.alerts_by_severity.get(sev, 0)}"
                        for sev in ("critical", "warning", "info"))
     mode = f"full: {summary.full_reason}" if summary.full else "incremental"

@@ -1,12 +1,18 @@
-"""The one pass over wide client_configs rows: one row per client instance, and one tally of them.
+"""The instance pass: client_configs rows -> one head row per client instance and its entries.
 
-``instance_rows`` groups the rows by client instance once (the job's only shuffle of wide rows)
-and keeps, per instance, its latest snapshot: identity columns, head ``(received_at,
-snapshot_id)`` and ``entries``, the deduplicated ``(key, value, raw_value, type, is_default)`` of
-that snapshot with ``value`` normalised. This row is also the incremental state (one per
-instance). ``tallies`` turns rows of ``plus``/``minus`` instance structs into every count table
-and the run's statistics in one aggregation. The row-level transforms in ``transforms.py`` stay
-the reference definitions the tests compare against.
+Hash aggregates only (docs/spark.md, "The instance pass"): every aggregation groups by keys and
+keeps numbers, so Spark plans a code-generated HashAggregate with partial aggregation, never an
+ObjectHashAggregate (which falls back to sorting) or a SortAggregate.
+
+- ``instance_heads``: one row per snapshot from a group-by over the snapshot's identity (keys
+  only, a row count), the latest ``received_at`` per instance from a numeric ``max``, and a tie
+  on ``received_at`` settled by an anti-join on the few candidates (greatest ``snapshot_id``).
+- ``head_entries``: that snapshot's rows (a semi-join on the small head table), exact duplicates
+  (a file ingested twice) folded by a group-by on the whole entry, and a key reported with two
+  different values settled on the small set of such keys (the smallest entry wins).
+
+Heads and entries together are the incremental state: one head row per instance, with its
+entries (one per key) beside it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,6 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
     BooleanType,
     IntegerType,
     LongType,
@@ -25,25 +30,17 @@ from pyspark.sql.types import (
 )
 
 from backend.pipeline.normalize import normalized_value_col
-from backend.pipeline.transforms import (
-    CLIENT_ID_COUNT_KEYS,
-    GROUP_COUNT_KEYS,
-    GROUP_IDENTITY_KEYS,
-    INSTANCE_COLUMNS,
-    VALUE_COUNT_KEYS,
-    VERSION_COUNT_KEYS,
-)
 
-ENTRY_TYPE = StructType([
-    StructField("key", StringType()),
-    StructField("value", StringType()),  # normalised (backend.pipeline.normalize)
-    StructField("raw_value", StringType()),  # as reported
-    StructField("type", StringType()),
-    StructField("is_default", BooleanType()),
-])
-# One row per client instance: the state a refresh updates and every per-instance result reads.
-# rows_read / snapshots_read: what the run that wrote the row read of this instance.
-INSTANCE_SCHEMA = StructType([
+IDS = "client_instance_id"
+INSTANCE_COLUMNS = (
+    "client_instance_id", "snapshot_id", "received_at", "cluster_id", "broker_id", "client_id",
+    "client_type", "client_software_name", "client_software_version", "principal",
+    "client_address",
+)
+IDENTITY = INSTANCE_COLUMNS[3:]  # what a snapshot says about its instance, besides its head
+# One row per client instance: its latest snapshot (head) and identity. rows_read /
+# snapshots_read: what the run that wrote the row read of this instance.
+HEAD_SCHEMA = StructType([
     StructField("client_instance_id", StringType()),
     StructField("snapshot_id", StringType()),
     StructField("received_at", TimestampType()),
@@ -55,155 +52,105 @@ INSTANCE_SCHEMA = StructType([
     StructField("client_software_version", StringType()),
     StructField("principal", StringType()),
     StructField("client_address", StringType()),
-    StructField("entries", ArrayType(ENTRY_TYPE)),
     StructField("rows_read", LongType()),
     StructField("snapshots_read", LongType()),
 ])
-INSTANCE_FIELDS = tuple(INSTANCE_SCHEMA.fieldNames())
-assert INSTANCE_FIELDS[:len(INSTANCE_COLUMNS)] == INSTANCE_COLUMNS
-
-# A tally record: which count table (t), up to six key columns as text, one boolean, a weight.
-# Statistics of the run ride along as records whose t starts with STAT.
-RECORD_TYPE = StructType([
-    StructField("t", StringType()), *[StructField(f"c{i}", StringType()) for i in range(1, 7)],
-    StructField("flag", BooleanType()), StructField("w", LongType()),
+HEAD_FIELDS = tuple(HEAD_SCHEMA.fieldNames())
+assert HEAD_FIELDS[:len(INSTANCE_COLUMNS)] == INSTANCE_COLUMNS
+# One row per (instance, key) of the head snapshot; cluster and client type as that snapshot's
+# rows report them, so the count tables come straight from these rows.
+ENTRY_SCHEMA = StructType([
+    StructField("client_instance_id", StringType()),
+    StructField("snapshot_id", StringType()),
+    StructField("cluster_id", StringType()),
+    StructField("client_type", StringType()),
+    StructField("key", StringType()),
+    StructField("value", StringType()),  # normalised (backend.pipeline.normalize)
+    StructField("raw_value", StringType()),  # as reported
+    StructField("type", StringType()),
+    StructField("is_default", BooleanType()),
 ])
-RECORD_COLUMNS = tuple(f.name for f in RECORD_TYPE.fields if f.name != "w")
-STAT = "#"
-# count table -> (its key columns, the record columns they are stored in)
-COUNT_LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "value_counts": (VALUE_COUNT_KEYS, ("c1", "c2", "c3", "c4", "c5", "c6", "flag")),
-    "group_counts": (GROUP_COUNT_KEYS, ("c1", "c2", "c3", "c4")),
-    "version_counts": (VERSION_COUNT_KEYS, ("c1", "c2", "c3", "c4")),
-    "client_id_counts": (CLIENT_ID_COUNT_KEYS, ("c1", "c2", "c3")),
-}
-_HEAD = ("received_at", "snapshot_id")
+ENTRY_FIELDS = tuple(ENTRY_SCHEMA.fieldNames())
+# Of two different entries for one key in one snapshot, the smaller by these columns is kept.
+_ENTRY_ORDER = ("value", "raw_value", "type", "is_default", "cluster_id", "client_type")
+_TIE_ORDER = ("snapshot_id", *IDENTITY)  # of two heads at the same received_at, the greater wins
 
 
-def instance_rows(rows: DataFrame) -> DataFrame:
-    """One row per client instance (INSTANCE_SCHEMA) from client_configs rows, in one shuffle.
+def _greater(new: str, old: str, columns: tuple[str, ...]) -> Column:
+    """Row ``new`` orders after row ``old`` by ``columns`` (nulls first), as one struct comparison."""
+    return F.struct(*[F.col(f"{new}.{c}") for c in columns]) > F.struct(*[F.col(f"{old}.{c}") for c in columns])
 
-    Latest = greatest (received_at, snapshot_id); a key reported twice in that snapshot (a file
-    ingested twice) counts once.
+
+def _latest(candidates: DataFrame, per_instance: list[Column]) -> DataFrame:
+    """The rows of ``candidates`` that are each instance's latest (received_at, snapshot_id, identity).
+
+    ``per_instance`` aggregates (numbers) ride along on the same group-by. The anti-join's
+    condition names both sides of the join with the maximum, so the optimizer cannot push it
+    below the aggregation onto every row.
     """
-    narrow = rows.select(
-        *INSTANCE_COLUMNS, "key", F.col("value").alias("raw_value"),
-        normalized_value_col().alias("value"), "type", "is_default")
-    head = F.struct(*_HEAD)
-    identity = [c for c in INSTANCE_COLUMNS if c != "client_instance_id"]
-    grouped = narrow.groupBy("client_instance_id").agg(
-        F.max_by(F.struct(*identity), head).alias("id"),
-        F.collect_list(F.struct(*_HEAD, "key", "value", "raw_value", "type", "is_default"))
-        .alias("all"),
-    )
-    latest = F.filter("all", lambda r: (r["received_at"] == F.col("id.received_at"))
-                      & (r["snapshot_id"] == F.col("id.snapshot_id")))
-    # Sorted by key (then value...) and without exact duplicates (a file ingested twice); the
-    # sorted array is materialised once, so the per-key pass below reads it, not re-sorts it.
-    entries = F.array_sort(F.array_distinct(F.transform(latest, lambda r: F.struct(
-        *[r[f.name].alias(f.name) for f in ENTRY_TYPE.fields]))))
-    return grouped.select(
-        "client_instance_id", *[F.col(f"id.{c}").alias(c) for c in identity],
-        F.aggregate(entries, F.array().cast(ArrayType(ENTRY_TYPE)), _keep_first_of_key).alias("entries"),
-        F.size("all").cast("long").alias("rows_read"),
-        F.size(F.array_distinct(F.transform("all", lambda r: r["snapshot_id"]))).cast("long")
-        .alias("snapshots_read"),
-    )
+    top = candidates.groupBy(IDS).agg(F.max("received_at").alias("_at"), *per_instance)
+    at_top = candidates.join(top, IDS).where(F.col("received_at") == F.col("_at"))
+    beaten = ((F.col(f"b.{IDS}") == F.col(f"a.{IDS}")) & (F.col("b.received_at") == F.col("a._at"))
+              & _greater("b", "a", _TIE_ORDER))
+    return at_top.alias("a").join(candidates.alias("b"), beaten, "left_anti").drop("_at")
 
 
-def _keep_first_of_key(kept: Column, entry: Column) -> Column:
-    """Fold step over entries sorted by key: append an entry unless its key was just kept."""
-    last = F.get(kept, F.size(kept) - 1)
-    return F.when((F.size(kept) > 0) & (last["key"] == entry["key"]), kept).otherwise(
-        F.concat(kept, F.array(entry)))
+def instance_heads(rows: DataFrame) -> DataFrame:
+    """One head row per client instance (HEAD_SCHEMA) from client_configs rows.
+
+    Latest = greatest (received_at, snapshot_id); identity columns from that snapshot.
+    """
+    snapshots = rows.groupBy(*INSTANCE_COLUMNS).agg(F.count(F.lit(1)).alias("_rows"))
+    heads = _latest(snapshots, [F.sum("_rows").alias("rows_read"),
+                                F.count_distinct("snapshot_id").alias("snapshots_read")])
+    return heads.select(*INSTANCE_COLUMNS, F.col("rows_read").cast("long"),
+                        F.col("snapshots_read").cast("long"))
 
 
-def latest_instances(state_rows: DataFrame) -> DataFrame:
-    """Of several state rows per instance (a base and its segments), the latest one."""
-    head = F.struct(*_HEAD)
-    others = [c for c in INSTANCE_FIELDS if c != "client_instance_id"]
-    return state_rows.groupBy("client_instance_id").agg(
-        F.max_by(F.struct(*others), head).alias("s")).select("client_instance_id", "s.*")
+def latest_heads(heads: DataFrame) -> DataFrame:
+    """Of several head rows per instance (a base and its segments), the latest one."""
+    return _latest(heads, []).select(*HEAD_FIELDS)
+
+
+def head_entries(rows: DataFrame, heads: DataFrame, partitions: int) -> DataFrame:
+    """The entries (ENTRY_SCHEMA) of each head's snapshot, one per key, values normalised.
+
+    Rows and heads are shuffled once, by instance, into ``partitions``; every later step (the
+    join on the heads, the group-by and joins on instance and key) runs inside them. Joins here
+    are inner or outer joins, never semi/anti: Spark would push those below the shuffle.
+    """
+    narrow = rows.select(IDS, "snapshot_id", "cluster_id", "client_type", "key",
+                         F.col("value").alias("raw_value"), "type", "is_default")
+    head = heads.select(IDS, "snapshot_id").repartition(partitions, IDS)
+    picked = narrow.repartition(partitions, IDS).join(head.hint("shuffle_hash"), [IDS, "snapshot_id"])
+    return _one_per_key(picked, partitions).select(*ENTRY_FIELDS)
+
+
+def _normalised(rows: DataFrame) -> DataFrame:
+    return rows.withColumn("value", normalized_value_col("key", "raw_value"))
+
+
+def _one_per_key(rows: DataFrame, partitions: int) -> DataFrame:
+    """One entry per (instance, key). A group-by on (instance, key) finds the keys reported more
+    than once (a file ingested twice; two values for one key, rare): the other rows pass as they
+    are, and only those go through a distinct and, where two values remain, keep the smallest by
+    _ENTRY_ORDER. That small set is shuffled once more (by key) so both sides of its self-join
+    read it rather than recompute it."""
+    keys = [IDS, "key"]
+    repeated = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1).select(
+        *keys, F.lit(True).alias("_repeated"))
+    once = rows.join(repeated.hint("shuffle_hash"), keys, "left").where(F.col("_repeated").isNull())
+    twice = _normalised(rows.join(repeated.hint("shuffle_hash"), keys).drop("_repeated").distinct())
+    twice = twice.repartition(partitions, "key")
+    a, b = twice.alias("a"), twice.select(IDS, "key", *_ENTRY_ORDER).alias("b")
+    beaten = ((F.col(f"a.{IDS}") == F.col(f"b.{IDS}")) & (F.col("a.key") == F.col("b.key"))
+              & _greater("a", "b", _ENTRY_ORDER))
+    smallest = a.join(b, beaten, "left").where(F.col(f"b.{IDS}").isNull()).select("a.*")
+    return _normalised(once.drop("_repeated")).unionByName(smallest)
 
 
 def later(new: str, old: str) -> Column:
-    """Instance struct ``new`` supersedes ``old``: a later (received_at, snapshot_id), or no old."""
+    """Head struct ``new`` supersedes ``old`` (or there is no old): the order instance_heads picks by."""
     n, o = F.col(new), F.col(old)
-    return o.isNull() | (n["received_at"] > o["received_at"]) | (
-        (n["received_at"] == o["received_at"]) & (n["snapshot_id"] > o["snapshot_id"]))
-
-
-def with_cfg(instances: DataFrame) -> DataFrame:
-    """Instance rows with ``cfg``, the map key -> normalised value the rules read."""
-    return instances.withColumn("cfg", F.map_from_entries(F.transform(
-        "entries", lambda e: F.struct(e["key"].alias("key"), e["value"].alias("value")))))
-
-
-def _text(col: Column | None) -> Column:
-    return F.lit(None).cast("string") if col is None else col.cast("string")
-
-
-def _record(t: str, *cols: Column | None, flag: Column | None = None, w: Column) -> Column:
-    padded = [*cols, *[None] * (6 - len(cols))]
-    return F.struct(F.lit(t).alias("t"), *[_text(c).alias(f"c{i}") for i, c in enumerate(padded, 1)],
-                    (flag if flag is not None else F.lit(None)).cast("boolean").alias("flag"),
-                    w.cast("long").alias("w"))
-
-
-def _empty() -> Column:
-    return F.array().cast(ArrayType(RECORD_TYPE))
-
-
-def _records(side: Column, sign: int) -> Column:
-    """The count records of one instance struct (weight sign), empty when it is null."""
-    w = F.lit(sign)
-    cluster, ctype = side["cluster_id"], side["client_type"]
-    values = F.transform(side["entries"], lambda e: _record(
-        "value_counts", cluster, ctype, e["key"], e["value"], e["raw_value"], e["type"],
-        flag=e["is_default"], w=w))
-    group_id = F.get(F.filter(side["entries"], lambda e: (e["key"] == "group.id")
-                              & e["value"].isNotNull()), 0)["value"]
-    members = F.transform(
-        F.filter(side["entries"], lambda e: ~e["key"].isin(*GROUP_IDENTITY_KEYS)),
-        lambda e: _record("group_counts", cluster, group_id, e["key"], e["value"], w=w))
-    version = F.array(_record("version_counts", cluster, ctype, side["client_software_name"],
-                              side["client_software_version"], w=w))
-    client_id = side["client_id"]
-    client_ids = F.array(_record("client_id_counts", cluster, client_id, ctype, w=w))
-    return F.when(side.isNull(), _empty()).otherwise(F.concat(
-        values,
-        F.coalesce(F.when(group_id.isNotNull(), members), _empty()),
-        version,
-        F.coalesce(F.when(client_id.isNotNull() & (client_id != ""), client_ids), _empty()),
-    ))
-
-
-def tally_records(frame: DataFrame) -> DataFrame:
-    """Records (RECORD_TYPE columns) of a frame with ``plus`` and ``minus`` instance structs
-    (either may be null) and a ``stats`` struct of longs (one STAT record per field)."""
-    stat_names = frame.schema["stats"].dataType.names  # type: ignore[attr-defined]
-    stats = F.array(*[_record(STAT + name, w=F.col("stats")[name]) for name in stat_names])
-    records = F.concat(_records(F.col("plus"), 1), _records(F.col("minus"), -1), stats)
-    return frame.select(F.explode(records).alias("r")).select("r.*")
-
-
-def tallies(records: DataFrame) -> DataFrame:
-    """Sum record weights per (t, c1..c6, flag) into ``n``; combinations that reach 0 are dropped."""
-    return records.groupBy(*RECORD_COLUMNS).agg(F.sum("w").cast("long").alias("n")).where(
-        F.col("n") != 0)
-
-
-def stored_records(counts: DataFrame) -> DataFrame:
-    """A written tally, without its statistics, as records (to add a delta to)."""
-    return counts.where(~F.col("t").startswith(STAT)).select(
-        *RECORD_COLUMNS, F.col("n").cast("long").alias("w"))
-
-
-def count_table(counts: DataFrame, name: str) -> DataFrame:
-    """One count table (its key columns and ``n``) out of a tally."""
-    keys, columns = COUNT_LAYOUT[name]
-    picked = counts.where(F.col("t") == name).select(
-        *[F.col(c).alias(k) for k, c in zip(keys, columns, strict=True)], "n")
-    if "is_default" in keys:
-        picked = picked.withColumn("is_default", F.col("is_default").cast("boolean"))
-    return picked
+    order = ("received_at", *_TIE_ORDER)
+    return o.isNull() | (F.struct(*[n[c] for c in order]) > F.struct(*[o[c] for c in order]))

@@ -19,15 +19,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from backend.pipeline import alerts as A
 from backend.pipeline import instances as I
 from backend.pipeline import results as RS
 from backend.pipeline import rules as rules_mod
-from backend.pipeline import transforms as T
-from backend.pipeline.spark import get_spark, size_session
+from backend.pipeline import tally as C
+from backend.pipeline.spark import SMALL_RUN_BYTES, get_spark, size_session
 from backend.pipeline.state_store import (
     BROKER_VERSIONS,
     COMPACT_FRACTION,
     COUNTS,
+    ENTRIES,
+    HEADS,
     LATEST,
     MANIFEST,
     MAX_SEGMENTS,
@@ -40,16 +43,18 @@ from backend.pipeline.state_store import (
     load_state,
     read_agg,
     read_counts,
-    read_latest,
+    read_entries,
+    read_heads,
     read_stats,
     write_agg,
+    write_part,
 )
 from backend.store.config_schemas import SCHEMA_VERSION, spark_schema
 from backend.store.tables import read_table
 
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
                  "drift_keys", "group_drift", "client_versions", "config_alerts")
-COUNT_TABLES = tuple(I.COUNT_LAYOUT)
+COUNT_TABLES = tuple(C.COUNT_LAYOUT)
 
 
 @dataclass
@@ -181,6 +186,8 @@ def run_analysis(
     full: bool = False,
     window_days: float | None = None,
     progress: Callable[[str], None] | None = None,
+    *,
+    short_lived: bool = False,
 ) -> AnalysisSummary:
     """Fold new client_configs into the state and count tables, and rewrite lake/results.
 
@@ -188,7 +195,9 @@ def run_analysis(
     only the instances whose latest snapshot they change are counted, evaluated and appended to
     the state. ``full`` (and a first run, a time window or a state of another format) rebuilds
     everything from every file. ``window_days`` limits results to instances whose latest
-    snapshot is that recent.
+    snapshot is that recent. ``short_lived``: the process exits after this run (the CLI), so a
+    small run may start the JVM with start-up settings (backend.pipeline.spark.get_spark); a
+    long-lived driver leaves it false.
     """
     started = time.monotonic()
     say = progress or (lambda _msg: None)
@@ -196,7 +205,6 @@ def run_analysis(
     state = None if full else load_state(paths)
     reason = _full_reason(full, window_days, state, paths)
     summary = AnalysisSummary(lake=lake, full=bool(reason), full_reason=reason)
-    spark = get_spark(master)
     summary.quarantined, summary.sensitive_dropped, summary.untyped = _ingest_totals(lake)
 
     sizes = paths.config_file_sizes()
@@ -217,9 +225,13 @@ def run_analysis(
     if reason:
         new_files = all_files
         say(f"full computation: {reason}")
+    read_bytes = sum(sizes[f] for f in new_files)
+    work_bytes = read_bytes + (paths.tree_bytes(STATE_DIR, LATEST) if not reason else 0)
+    small = short_lived and work_bytes <= SMALL_RUN_BYTES
+    spark = get_spark(master, short_lived=small)
     summary.files_processed = len(new_files)
     say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
-    sized = size_session(spark, sum(sizes[f] for f in new_files))
+    sized = size_session(spark, read_bytes)
     summary.shuffle_partitions = sized.shuffle_partitions
     say(f"{sized.shuffle_partitions} shuffle partitions for {sized.input_bytes / 2**20:.1f} MiB on "
         f"{sized.cores} cores" + (" (set by $FLEETVIEW_SPARK_SHUFFLE_PARTITIONS)" if sized.overridden else ""))
@@ -230,18 +242,19 @@ def run_analysis(
     rows = spark.createDataFrame([], schema)
     if new_files:
         rows = spark.read.schema(schema).parquet(*[paths.spark_path("client_configs", f) for f in new_files])
-    new_rows = rows.select(*T.INSTANCE_COLUMNS, "key", "value", "type", "is_default")
+    new_rows = rows.select(*I.INSTANCE_COLUMNS, "key", "value", "type", "is_default")
 
     generation = (state.generation if state else 0) + 1
     tag = f"g{generation:06d}-{uuid.uuid4().hex[:8]}"
     cached: list[DataFrame] = []
+    partitions = sized.shuffle_partitions
     if reason:
-        new_state, configs, prior_alerts, stats = _full_state(spark, paths, new_rows, window_days, tag,
-                                                              generation, summary, say)
+        new_state, evaluated, prior_alerts, stats = _full_state(
+            spark, paths, new_rows, window_days, tag, generation, summary, partitions, say)
     else:
         assert state is not None
-        new_state, configs, prior_alerts, stats = _refresh_state(
-            spark, paths, new_rows if new_files else None, state, tag, summary, cached, say)
+        new_state, evaluated, prior_alerts, stats = _refresh_state(
+            spark, paths, new_rows if new_files else None, state, tag, summary, partitions, cached, say)
     summary.records_read = stats.get("rows_read", 0)
     summary.snapshots_read = stats.get("snapshots_read", 0)
     summary.instances = stats.get("instances", 0)
@@ -250,8 +263,8 @@ def run_analysis(
         f"{summary.instances} client instances in the latest state")
 
     # The results but config_alerts come from the small count tables, on the driver (no Spark
-    # job each); the alerts are one Spark write: per-instance rules in one projection, CC018
-    # (a join with the brokers), and CC016/CC017 from the count tables.
+    # job each); the alerts are one Spark write: the per-instance rules (backend.pipeline.alerts)
+    # of the instances evaluated, CC018 (a join with the brokers), CC016/CC017 from the counts.
     computed_at = datetime.now(UTC)
     counts = RS.count_frames(read_counts(paths, new_state.agg))
     tables = RS.results_tables(counts)
@@ -265,7 +278,7 @@ def run_analysis(
     fleet_alerts = spark.createDataFrame([tuple(r[f.name] for f in alert_columns) for r in fleet_rows],
                                          StructType(alert_columns))
     too_old = read_agg(spark, paths, new_state.agg, TOO_OLD)
-    alerts = rules_mod.instance_alerts_projection(configs).unionByName(
+    alerts = A.instance_alerts(*evaluated, partitions).unionByName(
         rules_mod.client_too_old_alerts(too_old, _broker_versions(spark, paths, lake))).unionByName(
         fleet_alerts)
     if prior_alerts is not None:
@@ -311,78 +324,99 @@ def _jobs_and_stages(spark: SparkSession, group: str) -> tuple[int, int]:
     return len(jobs), ran
 
 
+Instances = tuple[DataFrame, DataFrame]  # head rows and their entry rows
+
+
+def _write_instances(spark: SparkSession, paths: LakePaths, name: str, heads: DataFrame,
+                     rows: DataFrame, partitions: int) -> Instances:
+    """Write base or segment ``name``: the heads, then the entries of their snapshots from ``rows``;
+    returns both read back (the later passes read the small written rows, not the input again)."""
+    write_part(paths, name, HEADS, heads)
+    written = read_heads(spark, paths, [name])
+    write_part(paths, name, ENTRIES, I.head_entries(rows, written, partitions))
+    return written, read_entries(spark, paths, [name])
+
+
+def _too_old(heads: DataFrame, entries: DataFrame) -> DataFrame:
+    return rules_mod.too_old_clients(heads.join(F.broadcast(C.group_ids(entries)), I.IDS, "left"))
+
+
 def _full_state(
     spark: SparkSession, paths: LakePaths, rows: DataFrame, window_days: float | None, tag: str,
-    generation: int, summary: AnalysisSummary, say: Callable[[str], None],
-) -> tuple[PipelineState, DataFrame, DataFrame | None, dict[str, int]]:
-    """Rebuild the instance base (one shuffle of the wide rows), the tally and the too-old index."""
+    generation: int, summary: AnalysisSummary, partitions: int, say: Callable[[str], None],
+) -> tuple[PipelineState, Instances, DataFrame | None, dict[str, int]]:
+    """Rebuild the instance base (heads and entries), the tally and the too-old index."""
     base = f"base-{tag}"
-    paths.replace_dir(I.instance_rows(rows), STATE_DIR, LATEST, base)
+    heads, entries = _write_instances(spark, paths, base, I.instance_heads(rows), rows, partitions)
     say("wrote the instance state")
-    inst = read_latest(spark, paths, [base])
     counted = F.lit(True)
     if window_days is not None:
         counted = F.col("received_at") >= F.lit(datetime.now(UTC) - timedelta(days=window_days))
-    frame = inst.select(
-        F.when(counted, F.struct(*I.INSTANCE_FIELDS)).alias("plus"),
-        F.lit(None).cast(I.INSTANCE_SCHEMA).alias("minus"),
-        F.struct(F.col("rows_read"), F.col("snapshots_read"), F.lit(1).cast("long").alias("state_rows"),
-                 counted.cast("long").alias("evaluated")).alias("stats"),
-    )
-    configs = I.with_cfg(inst.where(counted))
-    write_agg(paths, {COUNTS: I.tallies(I.tally_records(frame)),
-                      TOO_OLD: rules_mod.too_old_clients(configs)}, tag)
+        in_window = heads.where(counted)
+        evaluated = (in_window, entries.join(F.broadcast(in_window.select(I.IDS)), I.IDS, "left_semi"))
+    else:
+        evaluated = (heads, entries)
+    records = C.count_records(*evaluated, 1).unionByName(C.stat_records(heads, {
+        "rows_read": F.col("rows_read"), "snapshots_read": F.col("snapshots_read"),
+        "state_rows": F.lit(1), "evaluated": counted.cast("long")}))
+    write_agg(paths, {COUNTS: C.tallies(records), TOO_OLD: _too_old(*evaluated)}, tag)
     say("wrote the count tables")
     stats = read_stats(paths, tag)
     summary.instances_evaluated = stats.get("evaluated", 0)
     summary.state_rows_written = base_rows = stats.get("state_rows", 0)
-    return PipelineState(generation, base, base_rows, [], 0, tag, window_days), configs, None, stats
+    return PipelineState(generation, base, base_rows, [], 0, tag, window_days), evaluated, None, stats
 
 
 def _refresh_state(
     spark: SparkSession, paths: LakePaths, new_rows: DataFrame | None, state: PipelineState, tag: str,
-    summary: AnalysisSummary, cached: list[DataFrame], say: Callable[[str], None],
-) -> tuple[PipelineState, DataFrame, DataFrame | None, dict[str, int]]:
+    summary: AnalysisSummary, partitions: int, cached: list[DataFrame], say: Callable[[str], None],
+) -> tuple[PipelineState, Instances, DataFrame | None, dict[str, int]]:
     """Fold only the instances whose latest snapshot changed into the state and the tally."""
-    ids = "client_instance_id"
+    ids = I.IDS
     prior_alerts = spark.read.schema(spark_schema("config_alerts")).parquet(
         paths.spark_path("results", "config_alerts")).where(
         F.col("rule_id").isin(*rules_mod.PER_INSTANCE_RULE_IDS)).drop(
         "computed_at", "schema_version")
     segments, segment_rows, agg = list(state.segments), state.segment_rows, state.agg
+    stored = [state.base, *state.segments]
     if new_rows is None:  # only the broker versions changed: nothing to look up or fold in
-        configs = I.with_cfg(spark.createDataFrame([], I.INSTANCE_SCHEMA))
+        evaluated = (spark.createDataFrame([], I.HEAD_SCHEMA), spark.createDataFrame([], I.ENTRY_SCHEMA))
         stats = {"instances": read_stats(paths, state.agg).get("instances", 0)}
     else:
-        new_inst = I.instance_rows(new_rows).cache()
-        cached.append(new_inst)
-        # The state rows of just these instances: a filtered scan of base + segments (the ids
-        # are broadcast), then the latest of them per instance.
+        new_heads = I.instance_heads(new_rows).cache()
+        cached.append(new_heads)
+        # The state's heads of just these instances: a filtered scan of base + segments (the
+        # ids are broadcast), then the latest of them per instance.
         summary.state_rows_scanned = state.base_rows + state.segment_rows
-        old = I.latest_instances(read_latest(spark, paths, [state.base, *state.segments]).join(
-            F.broadcast(new_inst.select(ids)), ids, "left_semi"))
-        fields = [F.col(c) for c in I.INSTANCE_FIELDS]
-        joined = new_inst.select(ids, F.struct(*fields).alias("n")).join(
+        old = I.latest_heads(read_heads(spark, paths, stored).join(
+            F.broadcast(new_heads.select(ids)), ids, "left_semi"))
+        fields = [F.col(c) for c in I.HEAD_FIELDS]
+        joined = new_heads.select(ids, F.struct(*fields).alias("n")).join(
             old.select(ids, F.struct(*fields).alias("o")), ids, "left")
         changed = I.later("n", "o")
         found = F.col("o").isNotNull()
         frame = joined.select(
             F.when(changed, F.col("n")).alias("plus"),
             F.when(changed & found, F.col("o")).alias("minus"),
-            F.struct(F.col("n.rows_read").alias("rows_read"),
-                     F.col("n.snapshots_read").alias("snapshots_read"),
-                     (changed & ~found).cast("long").alias("new"),
-                     (changed & found).cast("long").alias("updated"),
-                     found.cast("long").alias("matched")).alias("stats"),
+            F.col("n.rows_read").alias("rows_read"), F.col("n.snapshots_read").alias("snapshots_read"),
+            (changed & ~found).cast("long").alias("new"), (changed & found).cast("long").alias("updated"),
+            found.cast("long").alias("matched"),
         ).cache()
         cached.append(frame)
-        plus = frame.where(F.col("plus").isNotNull()).select("plus.*")
-        configs = I.with_cfg(plus)
-        changed_ids = F.broadcast(plus.select(ids))
-        tally = I.tallies(I.stored_records(read_agg(spark, paths, state.agg, COUNTS))
-                          .unionByName(I.tally_records(frame)))
+        # The changed instances are written as a segment first; it is kept only if they exist.
+        seg = f"seg-{tag}"
+        plus = _write_instances(spark, paths, seg, frame.where(F.col("plus").isNotNull()).select("plus.*"),
+                                new_rows, partitions)
+        minus_heads = frame.where(F.col("minus").isNotNull()).select("minus.*")
+        minus_entries = read_entries(spark, paths, stored).join(
+            F.broadcast(minus_heads.select(ids, "snapshot_id")), [ids, "snapshot_id"], "left_semi")
+        records = C.count_records(*plus, 1).unionByName(C.count_records(minus_heads, minus_entries, -1))
+        records = records.unionByName(C.stat_records(frame, {
+            name: F.col(name) for name in ("rows_read", "snapshots_read", "new", "updated", "matched")}))
+        tally = C.tallies(C.stored_records(read_agg(spark, paths, state.agg, COUNTS)).unionByName(records))
+        changed_ids = F.broadcast(plus[0].select(ids))
         too_old = read_agg(spark, paths, state.agg, TOO_OLD).join(
-            changed_ids, ids, "left_anti").unionByName(rules_mod.too_old_clients(configs))
+            changed_ids, ids, "left_anti").unionByName(_too_old(*plus))
         write_agg(paths, {COUNTS: tally, TOO_OLD: too_old}, tag)
         agg = tag
         stats = read_stats(paths, tag)
@@ -393,9 +427,8 @@ def _refresh_state(
         summary.delta_rows = summary.instances_changed + summary.instances_updated
         say(f"{summary.instances_changed} changed instances; {summary.state_rows_matched} state rows "
             f"of the instances with new snapshots found in {summary.state_rows_scanned}")
+        evaluated = plus
         if summary.instances_changed:
-            seg = f"seg-{tag}"
-            paths.replace_dir(plus, STATE_DIR, LATEST, seg)
             segments.append(seg)
             summary.state_rows_written = summary.instances_changed
             segment_rows += summary.state_rows_written
@@ -405,14 +438,18 @@ def _refresh_state(
     base, base_rows = state.base, state.base_rows
     if segment_rows > COMPACT_FRACTION * base_rows or len(segments) > MAX_SEGMENTS:
         base = f"base-{tag}"
-        paths.replace_dir(I.latest_instances(read_latest(spark, paths, [state.base, *segments])),
-                          STATE_DIR, LATEST, base)
+        kept = [state.base, *segments]
+        latest = I.latest_heads(read_heads(spark, paths, kept))
+        write_part(paths, base, HEADS, latest)
+        heads = read_heads(spark, paths, [base])
+        write_part(paths, base, ENTRIES, read_entries(spark, paths, kept).join(
+            heads.select(ids, "snapshot_id"), [ids, "snapshot_id"], "left_semi"))
         base_rows = stats["instances"]  # one state row per instance counted in version_counts
         summary.state_rows_rewritten, summary.compacted = base_rows, True
         say(f"compacted the instance state: {base_rows} rows rewritten")
         segments, segment_rows = [], 0
     new_state = PipelineState(state.generation + 1, base, base_rows, segments, segment_rows, agg, None)
-    return new_state, configs, prior_alerts, stats
+    return new_state, evaluated, prior_alerts, stats
 
 
 # Old private names, kept for the tests and tools that reach into the job.

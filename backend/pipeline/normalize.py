@@ -1,7 +1,7 @@
 """Value normalisation before counting: spellings a client treats as equal count as one value.
 
 The rules are data (RULES); ``normalize_value`` is the pure-Python form (tests, views) and
-``normalized_value_col`` the equivalent Spark Column used by the counting transforms. The raw
+``normalized_value_col`` the equivalent Spark Column the instance pass uses. The raw
 spelling is kept next to the normalised value (``raw_value``) and listed per value in
 ``distributions.raw_values``.
 """

@@ -3,8 +3,8 @@
 The count tables hold one row per distinct combination (cluster, type, key, value, ...), not one
 per instance, so distributions, shares, exact percentiles, drift and the fleet rules CC016 and
 CC017 are computed here with pandas from the tally the Spark pass wrote. Each function is the
-pandas form of the Spark transform of the same name in ``transforms.py`` / ``rules.py`` (the
-reference definitions); the tests hold them equal.
+pandas form of the row-level Spark transform of the same name that the tests keep as the
+reference definition (tests/unit/pipeline/reference.py); the tests hold them equal.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from backend.pipeline import rules as R
-from backend.pipeline.instances import COUNT_LAYOUT
-from backend.pipeline.transforms import VERSION_COUNT_KEYS
+from backend.pipeline.tally import COUNT_LAYOUT, VERSION_COUNT_KEYS
 from backend.store.config_schemas import NUMERIC_CONFIG_TYPES, SCHEMA_VERSION, arrow_schema
 
 _KEY = ["cluster_id", "client_type", "key"]

@@ -1,4 +1,4 @@
-"""Declarative catalog of client misconfiguration rules, evaluated in Spark.
+"""Declarative catalog of client misconfiguration rules, and the client-too-old rule (CC018).
 
 Instance rules are SQL conditions over one client instance's latest config, written with
 placeholders: ``{num:k}`` = the value of key k as a number, ``{str:k}`` = the lower-cased
@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-
-from backend.pipeline import transforms as T
 
 DOC = "https://kafka.apache.org/documentation/"
 SHARED_CLIENT_ID_THRESHOLD = 10
@@ -144,36 +142,12 @@ RULES: tuple[Rule, ...] = (
 _PLACEHOLDER = re.compile(r"\{(num|str|has):([A-Za-z0-9_.\-]+)\}")
 
 
-def compile_condition(condition: str) -> str:
-    """Expand the rule placeholders into Spark SQL over the ``cfg`` map column."""
-
-    def expand(match: re.Match[str]) -> str:
-        kind, key = match.groups()
-        if kind == "num":
-            return f"try_cast(cfg['{key}'] AS DOUBLE)"
-        if kind == "str":
-            return f"lower(cfg['{key}'])"
-        return f"map_contains_key(cfg, '{key}')"
-
-    return _PLACEHOLDER.sub(expand, condition)
-
-
 def rule_by_id(rule_id: str) -> Rule:
     """Look a rule up by id."""
     for rule in RULES:
         if rule.id == rule_id:
             return rule
     raise KeyError(rule_id)
-
-
-def _observed(keys: tuple[str, ...]) -> Column:
-    return F.to_json(F.map_from_arrays(
-        F.array(*[F.lit(k) for k in keys]), F.array(*[F.col("cfg")[k] for k in keys])))
-
-
-ALERT_FIELDS = ("alert_id", "rule_id", "severity", "title", "cluster_id", "client_instance_id",
-                "client_id", "group_id", "client_type", "keys", "observed_json", "explanation",
-                "doc_url")
 
 
 def _alert_columns(rule: Rule, observed: Column, explanation: Column, alert_keys: Column) -> list[Column]:
@@ -205,73 +179,8 @@ def _alert_frame(rule: Rule, df: DataFrame, observed: Column, explanation: Colum
     return df.select(*_alert_columns(rule, observed, explanation, keys))
 
 
-def _with_ids(df: DataFrame) -> DataFrame:
-    return df.withColumn("group_id", F.col("cfg")["group.id"])
-
-
-def evaluate_instance_rule(rule: Rule, configs: DataFrame) -> DataFrame:
-    """Alerts of one instance rule over instance_configs()."""
-    assert rule.condition is not None
-    scope = configs
-    if rule.client_types:
-        scope = scope.where(F.col("client_type").isin(*rule.client_types))
-    present = " AND ".join(f"map_contains_key(cfg, '{k}')" for k in rule.keys)
-    matched = _with_ids(scope).where(F.expr(f"({present}) AND ({compile_condition(rule.condition)})"))
-    return _alert_frame(rule, matched, _observed(rule.keys), F.lit(rule.rationale))
-
-
+# CC015: a client.id the client generated itself (or none)
 _GENERATED_ID = r"^(producer-[0-9]+|consumer-.*-?[0-9]+|adminclient-[0-9]+|rdkafka|)$"
-
-
-def _missing_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
-    effective = F.coalesce(F.col("client_id"), F.col("cfg")["client.id"], F.lit(""))
-    matched = _with_ids(configs).where(effective.rlike(_GENERATED_ID))
-    return _alert_frame(rule, matched, _observed(("client.id",)), F.lit(rule.rationale))
-
-
-def shared_client_id_alerts(client_ids: DataFrame) -> DataFrame:
-    """CC016 from client_id_counts(): one alert per (cluster, client.id) over the threshold."""
-    rule = rule_by_id("CC016")
-    shared = (
-        client_ids.groupBy("cluster_id", "client_id")
-        # min, not first: the same answer whatever order the instances come in
-        .agg(F.sum("n").cast("long").alias("n"), F.min("client_type").alias("client_type"))
-        .where(F.col("n") > SHARED_CLIENT_ID_THRESHOLD)
-        .withColumn("client_instance_id", F.lit(None).cast("string"))
-        .withColumn("group_id", F.lit(None).cast("string"))
-    )
-    observed = F.to_json(F.create_map(F.lit("client.id"), F.col("client_id"),
-                                      F.lit("instances"), F.col("n").cast("string")))
-    explanation = F.concat(F.lit(f"{rule.rationale} Instances sharing it: "),
-                           F.col("n").cast("string"), F.lit("."))
-    return _alert_frame(rule, shared, observed, explanation)
-
-
-def _shared_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
-    return shared_client_id_alerts(T.client_id_counts(configs))
-
-
-def _group_disagreement(rule: Rule, configs: DataFrame, *, group_drift: DataFrame | None = None,
-                        **_: DataFrame | None) -> DataFrame:
-    if group_drift is None:
-        raise ValueError("group_disagreement needs the group_drift frame")
-    return group_disagreement_alerts(group_drift)
-
-
-def group_disagreement_alerts(group_drift: DataFrame) -> DataFrame:
-    """CC017 from the group_drift table: one alert per group and disagreeing group setting."""
-    rule = rule_by_id("CC017")
-    rows = (
-        group_drift.where(F.col("key").isin(*GROUP_CONSISTENCY_KEYS))
-        .withColumn("client_instance_id", F.lit(None).cast("string"))
-        .withColumn("client_id", F.lit(None).cast("string"))
-        .withColumn("client_type", F.lit("consumer"))
-        .withColumn("alert_keys", F.col("key"))
-    )
-    explanation = F.concat(F.lit(f"{rule.rationale} Members by value: "),
-                           F.col("value_counts_json"), F.lit("."))
-    observed = F.to_json(F.create_map(F.col("key"), F.col("value_counts_json")))
-    return _alert_frame(rule, rows, observed, explanation)
 
 
 def _version_number(version: Column) -> Column:
@@ -302,8 +211,8 @@ TOO_OLD_COLUMNS = ("client_instance_id", "cluster_id", "client_id", "client_type
                    "client_software_name", "client_software_version", "group_id")
 
 
-def too_old_clients(configs: DataFrame) -> DataFrame:
-    """Instances (of instance_configs()) whose client software predates what Kafka 4.x serves.
+def too_old_clients(heads: DataFrame) -> DataFrame:
+    """Instances (head rows with ``group_id``) whose client software predates what Kafka 4.x serves.
 
     Does not depend on the brokers, so the job can keep it as a small per-instance index and
     join it with the latest broker versions on every run (CC018).
@@ -319,7 +228,7 @@ def too_old_clients(configs: DataFrame) -> DataFrame:
     rd_number = _version_number(F.when(rd_version != "", rd_version).otherwise(version))
     too_old = (is_java & (_version_number(version) < java_min)) | (
         ~is_java & is_rd & (rd_number < rd_min))
-    return _with_ids(configs).where(too_old).select(*TOO_OLD_COLUMNS)
+    return heads.where(too_old).select(*TOO_OLD_COLUMNS)
 
 
 def client_too_old_alerts(too_old: DataFrame, brokers: DataFrame | None) -> DataFrame:
@@ -337,84 +246,7 @@ def client_too_old_alerts(too_old: DataFrame, brokers: DataFrame | None) -> Data
     return _alert_frame(rule, matched, observed, explanation)
 
 
-def _client_too_old(rule: Rule, configs: DataFrame, *, brokers: DataFrame | None = None,
-                    **_: DataFrame | None) -> DataFrame:
-    return client_too_old_alerts(too_old_clients(configs), brokers)
-
-
-_FLEET = {
-    "missing_client_id": _missing_client_id,
-    "shared_client_id": _shared_client_id,
-    "group_disagreement": _group_disagreement,
-    "client_too_old": _client_too_old,
-}
-
-
-def evaluate_rules(
-    configs: DataFrame,
-    *,
-    group_drift: DataFrame | None,
-    brokers: DataFrame | None = None,
-    rules: tuple[Rule, ...] = RULES,
-) -> DataFrame:
-    """All alerts of ``rules`` over instance_configs(); ``brokers`` from broker_major_versions."""
-    frames = []
-    for rule in rules:
-        if rule.condition is not None:
-            frames.append(evaluate_instance_rule(rule, configs))
-        else:
-            assert rule.fleet is not None
-            frames.append(_FLEET[rule.fleet](rule, configs, group_drift=group_drift,
-                                             brokers=brokers))
-    result = frames[0]
-    for frame in frames[1:]:
-        result = result.unionByName(frame)
-    return result
-
-
 # Rules whose alerts depend only on one instance's own latest snapshot (and name it): on a
 # refresh they are evaluated for the changed instances only. CC018 is per instance too but also
 # depends on the brokers, so it is recomputed from the too_old_clients index on every run.
 PER_INSTANCE_RULE_IDS = tuple(r.id for r in RULES if r.condition is not None) + ("CC015",)
-
-
-def instance_alerts(configs: DataFrame) -> DataFrame:
-    """Alerts of the PER_INSTANCE_RULE_IDS rules over instance_configs() (one union per rule)."""
-    return evaluate_rules(configs, group_drift=None,
-                          rules=tuple(rule_by_id(i) for i in PER_INSTANCE_RULE_IDS))
-
-
-def _instance_match(rule: Rule) -> Column:
-    """When one instance (a row with cfg and identity columns) breaks a per-instance rule."""
-    if rule.condition is None:  # CC015, the one per-instance rule not written as a condition
-        effective = F.coalesce(F.col("client_id"), F.col("cfg")["client.id"], F.lit(""))
-        return effective.rlike(_GENERATED_ID)
-    present = " AND ".join(f"map_contains_key(cfg, '{k}')" for k in rule.keys)
-    match = F.expr(f"({present}) AND ({compile_condition(rule.condition)})")
-    if rule.client_types:
-        match = F.col("client_type").isin(*rule.client_types) & match
-    return match
-
-
-def instance_alerts_projection(configs: DataFrame) -> DataFrame:
-    """instance_alerts() in one projection: every per-instance rule is one column of one select.
-
-    The same rows as instance_alerts(); no union of one scan per rule.
-    """
-    candidates = []
-    for rule_id in PER_INSTANCE_RULE_IDS:
-        rule = rule_by_id(rule_id)
-        alert = F.struct(*_alert_columns(rule, _observed(rule.keys), F.lit(rule.rationale),
-                                         F.lit(",".join(rule.keys))))
-        candidates.append(F.when(_instance_match(rule), alert))
-    fired = F.filter(F.array(*candidates), lambda a: a.isNotNull())
-    return _with_ids(configs).select(F.explode(fired).alias("a")).select(
-        *[F.col(f"a.{name}").alias(name) for name in ALERT_FIELDS])
-
-
-def fleet_alerts(client_ids: DataFrame, group_drift: DataFrame, too_old: DataFrame,
-                 brokers: DataFrame | None) -> DataFrame:
-    """CC016, CC017 and CC018 from client_id_counts(), group_drift and too_old_clients()."""
-    return (shared_client_id_alerts(client_ids)
-            .unionByName(group_disagreement_alerts(group_drift))
-            .unionByName(client_too_old_alerts(too_old, brokers)))

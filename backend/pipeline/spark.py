@@ -18,6 +18,12 @@ EXPANSION = 8
 TARGET_PARTITION_BYTES = 64 * 1024 * 1024
 MAX_PARTITIONS = 400
 BROADCAST_BYTES = 32 * 1024 * 1024  # count tables and instance-id lists are broadcast, never shuffled
+# A short-lived process (one `analyze` of a small lake, then exit) spends most of its time
+# starting the JVM and warming it up: C1 only and the serial GC start it faster. C1-only code is
+# slower at steady state, so only a run that reads little gets them, and never a session that
+# outlives one run (docs/spark.md, "Small runs").
+SMALL_RUN_BYTES = 1024 * 1024
+SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,9 @@ def size_session(spark: SparkSession, input_bytes: int) -> SizedSettings:
         ("spark.sql.adaptive.coalescePartitions.enabled", "true"),
         ("spark.sql.adaptive.advisoryPartitionSizeInBytes", sized.advisory_partition_bytes),
         ("spark.sql.autoBroadcastJoinThreshold", sized.broadcast_bytes),
+        # A join on (instance, key) may use rows already partitioned by instance alone: the
+        # instance pass shuffles its rows once and keeps every later join inside the partitions.
+        ("spark.sql.requireAllClusterKeysForCoPartition", "false"),
     ):
         spark.conf.set(key, str(value))
     return sized
@@ -76,8 +85,14 @@ def resolve_master(master: str | None) -> str | None:
     return DEFAULT_MASTER
 
 
-def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline") -> SparkSession:
-    """Build (or reuse) the SparkSession: quiet logs, UTC, few shuffle partitions when local."""
+def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *,
+              short_lived: bool = False) -> SparkSession:
+    """Build (or reuse) the SparkSession: quiet logs, UTC, few shuffle partitions when local.
+
+    ``short_lived``: this process runs one small job and exits; a JVM this call starts gets
+    SHORT_RUN_JAVA_OPTIONS. A session that already runs keeps its JVM as it is.
+    """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     resolved = resolve_master(master)
@@ -99,6 +114,8 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline") -
     )
     if resolved is not None:
         builder = builder.master(resolved)
+    if short_lived and resolved is not None and SparkContext._active_spark_context is None:
+        builder = builder.config("spark.driver.extraJavaOptions", SHORT_RUN_JAVA_OPTIONS)
     if resolved is not None and resolved.startswith("local"):
         builder = builder.config("spark.sql.shuffle.partitions", "4").config(
             "spark.default.parallelism", "4"

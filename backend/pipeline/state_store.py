@@ -16,7 +16,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from backend.pipeline.instances import INSTANCE_SCHEMA, STAT
+from backend.pipeline.instances import ENTRY_SCHEMA, HEAD_SCHEMA
+from backend.pipeline.tally import STAT
 from backend.store.atomic import read_json, write_json_atomic
 from backend.store.config_schemas import SCHEMA_VERSION
 from backend.store.location import parse_lake
@@ -25,10 +26,13 @@ STATE_DIR = "_state/pipeline"
 MANIFEST = "processed_files.json"
 BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
 STATE = "state.json"  # which instance base/segments and tally are current
-# 4: one row per instance (backend.pipeline.instances.INSTANCE_SCHEMA) and one tally holding
-# every count table; 3 (one row per key, one directory per count table) is rebuilt by a full run.
-STATE_FORMAT = 4
-LATEST = "instances"  # one row per instance: one base plus appended segments
+# 5: per instance one head row (backend.pipeline.instances.HEAD_SCHEMA) with its entry rows
+# beside it (ENTRY_SCHEMA), and one tally holding every count table. Older formats (4: entries in
+# an array on the instance row; 3: one row per key) are rebuilt by a full run.
+STATE_FORMAT = 5
+LATEST = "instances"  # one base plus appended segments, each with HEADS and ENTRIES
+HEADS = "heads"  # one row per instance
+ENTRIES = "entries"  # one row per (instance, key) of that instance's head snapshot
 AGG = "agg"  # the tally and the too-old index, one directory per generation
 COUNTS = "counts"  # every count table (backend.pipeline.instances.COUNT_LAYOUT) and the run's stats
 TOO_OLD = "too_old_clients"
@@ -93,6 +97,14 @@ class LakePaths:
                 found[rel] = int(info.size or 0)
         return found
 
+    def tree_bytes(self, *parts: str) -> int:
+        """Total size of the files under a directory (0 when absent), from one listing."""
+        base = self.path(*parts)
+        if self.fs.get_file_info(base).type != pafs.FileType.Directory:
+            return 0
+        return sum(int(i.size or 0) for i in self.fs.get_file_info(pafs.FileSelector(base, recursive=True))
+                   if i.type == pafs.FileType.File)
+
     def read_json(self, *parts: str) -> object:
         return read_json(self.where, self.path(*parts))
 
@@ -139,8 +151,8 @@ def load_state(paths: LakePaths) -> PipelineState | None:
                        str(meta["agg"]), meta.get("window_days"))
     except (KeyError, TypeError, ValueError):
         return None
-    dirs = [(LATEST, state.base), *[(LATEST, seg) for seg in state.segments],
-            *[(AGG, state.agg, name) for name in (COUNTS, TOO_OLD)]]
+    dirs = [(LATEST, d, part) for d in (state.base, *state.segments) for part in (HEADS, ENTRIES)]
+    dirs += [(AGG, state.agg, name) for name in (COUNTS, TOO_OLD)]
     if not all(paths.exists(STATE_DIR, *parts) for parts in dirs):
         return None
     return state
@@ -162,10 +174,20 @@ def cleanup(paths: LakePaths, state: PipelineState) -> None:
                 paths.fs.delete_file(info.path)
 
 
-def read_latest(spark: SparkSession, paths: LakePaths, dirs: list[str]) -> DataFrame:
-    """The instance rows of the base and segments named by dirs, as one DataFrame."""
-    return spark.read.schema(INSTANCE_SCHEMA).parquet(
-        *[paths.spark_path(STATE_DIR, LATEST, d) for d in dirs])
+def read_heads(spark: SparkSession, paths: LakePaths, dirs: list[str]) -> DataFrame:
+    """The head rows of the base and segments named by dirs, as one DataFrame."""
+    return spark.read.schema(HEAD_SCHEMA).parquet(*[paths.spark_path(STATE_DIR, LATEST, d, HEADS) for d in dirs])
+
+
+def read_entries(spark: SparkSession, paths: LakePaths, dirs: list[str]) -> DataFrame:
+    """The entry rows of the base and segments named by dirs, as one DataFrame."""
+    return spark.read.schema(ENTRY_SCHEMA).parquet(*[paths.spark_path(STATE_DIR, LATEST, d, ENTRIES)
+                                                     for d in dirs])
+
+
+def write_part(paths: LakePaths, name: str, part: str, frame: DataFrame) -> None:
+    """Write the HEADS or ENTRIES of base or segment ``name`` (replaced atomically)."""
+    paths.replace_dir(frame, STATE_DIR, LATEST, name, part)
 
 
 def read_agg(spark: SparkSession, paths: LakePaths, agg: str, name: str) -> DataFrame:

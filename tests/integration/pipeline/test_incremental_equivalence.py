@@ -25,11 +25,10 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from backend.pipeline import job
-from backend.pipeline import rules as rules_mod
-from backend.pipeline import transforms as T
 from backend.pipeline.job import SPARK_RESULTS, AnalysisSummary, run_analysis
 from backend.store.config_schemas import arrow_schema, spark_schema
 from backend.store.tables import read_table
+from tests.unit.pipeline import reference as T
 from tests.unit.pipeline.fleet import T0, instance_id, rows_for
 
 NUMERIC = {"linger.ms": "LONG", "batch.size": "INT", "session.timeout.ms": "INT",
@@ -138,7 +137,7 @@ def assert_full_matches_reference(spark: SparkSession, lake: Path) -> None:
         "drift_keys": T.drift_keys(dist, T.drift_clusters(dist)),
         "group_drift": T.group_drift(latest),
         "client_versions": T.client_versions(latest),
-        "config_alerts": rules_mod.evaluate_rules(
+        "config_alerts": T.evaluate_rules(
             T.instance_configs(latest), group_drift=T.group_drift(latest),
             brokers=job._broker_versions(spark, job._Lake(str(lake)))),
     }

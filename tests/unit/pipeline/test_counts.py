@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from backend.pipeline import transforms as T
+from tests.unit.pipeline import reference as T
 from tests.unit.pipeline.fleet import T0, frame, instance_id, rows_for, small_fleet
 
 

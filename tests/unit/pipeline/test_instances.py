@@ -1,4 +1,4 @@
-"""The one pass per instance equals the row-level reference transforms, and the job takes no extra actions."""
+"""The hash-aggregate passes (heads, entries, tally, alerts) equal the reference transforms, and plan as hash aggregates."""
 
 from __future__ import annotations
 
@@ -12,12 +12,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from backend.pipeline import alerts as A
 from backend.pipeline import instances as I
 from backend.pipeline import rules as R
-from backend.pipeline import transforms as T
+from backend.pipeline import tally as C
+from backend.pipeline.rules import Rule
+from backend.pipeline.spark import size_session
+from tests.unit.pipeline import reference as T
 from tests.unit.pipeline.fleet import T0, frame, instance_id, rows_for, small_fleet
 
 ROOT = Path(__file__).resolve().parents[3]
+PARTITIONS = 8  # the shuffle partitions size_session(spark, 0) sets on the 2-core test session
 
 
 def _fleet() -> list[dict[str, Any]]:
@@ -40,69 +45,158 @@ def _fleet() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def rows(spark: SparkSession) -> DataFrame:
+    assert size_session(spark, 0).shuffle_partitions == PARTITIONS  # the settings the job runs with
     return frame(spark, _fleet()).cache()
 
 
 @pytest.fixture(scope="module")
-def inst(rows: DataFrame) -> DataFrame:
-    return I.instance_rows(rows).cache()
+def passes(rows: DataFrame) -> tuple[DataFrame, DataFrame]:
+    heads = I.instance_heads(rows).cache()
+    return heads, I.head_entries(rows, heads, PARTITIONS).cache()
 
 
-def test_one_row_per_instance_with_the_latest_snapshot_entries(rows: DataFrame, inst: DataFrame) -> None:
-    latest = T.latest_snapshots(rows)
-    assert inst.count() == inst.select("client_instance_id").distinct().count() == 14
-    exploded = inst.select(*T.INSTANCE_COLUMNS, F.explode("entries").alias("e")).select(
-        *T.INSTANCE_COLUMNS, "e.key", "e.value", "e.raw_value", "e.type", "e.is_default")
-    reference = T.normalized(latest).select(*T.INSTANCE_COLUMNS, "key", "value", "raw_value", "type",
-                                            "is_default")
-    assertDataFrameEqual(exploded, reference)
-    (l1,) = inst.where(F.col("client_instance_id") == instance_id("L1")).collect()
+def _records(heads: DataFrame, entries: DataFrame, sign: int = 1) -> DataFrame:
+    return C.count_records(heads, entries, sign)
+
+
+def _count_table(counts: DataFrame, name: str) -> DataFrame:
+    keys, columns = C.COUNT_LAYOUT[name]
+    picked = counts.where(F.col("t") == name).select(
+        *[F.col(c).alias(k) for k, c in zip(keys, columns, strict=True)], "n")
+    return picked.withColumn("is_default", F.col("is_default").cast("boolean")) if "is_default" in keys else picked
+
+
+def test_heads_and_entries_are_the_latest_snapshot(rows: DataFrame, passes: tuple[DataFrame, DataFrame]) -> None:
+    heads, entries = passes
+    latest = T.normalized(T.latest_snapshots(rows))
+    assert heads.count() == heads.select(I.IDS).distinct().count() == 14
+    assertDataFrameEqual(heads.select(*I.INSTANCE_COLUMNS), T.instances(latest))
+    assertDataFrameEqual(entries, latest.select(*I.ENTRY_FIELDS))
+    (l1,) = heads.where(F.col(I.IDS) == instance_id("L1")).collect()
     assert (l1["rows_read"], l1["snapshots_read"]) == (5, 2)
-    (d1,) = inst.where(F.col("client_instance_id") == instance_id("D1")).collect()
-    assert [e["key"] for e in d1["entries"]] == ["acks", "linger.ms"] and d1["rows_read"] == 4
+    (d1,) = heads.where(F.col(I.IDS) == instance_id("D1")).collect()
+    assert d1["rows_read"] == 4 and entries.where(F.col(I.IDS) == instance_id("D1")).count() == 2
 
 
-def test_one_aggregation_gives_every_count_table(rows: DataFrame, inst: DataFrame) -> None:
+def test_ties_and_clashing_keys_have_one_answer(spark: SparkSession) -> None:
+    """Same received_at: the greater snapshot_id wins; a key reported twice with two values: the smaller."""
+    low = rows_for("T1", {"acks": "1"}, snapshot="00000000-0000-4000-8000-000000000000")
+    high = rows_for("T1", {"acks": "0", "linger.ms": "5"}, snapshot="ffffffff-ffff-4fff-bfff-ffffffffffff")
+    clash = rows_for("K1", {"acks": "all"}) + rows_for("K1", {"acks": "1", "linger.ms": "5"})
+    # K2: "-1" and "all" normalise to one value; of its two spellings the smaller is kept
+    spellings = rows_for("K2", {"acks": "all"}) + rows_for("K2", {"acks": "-1"})
+    rows = frame(spark, low + high + clash + spellings + spellings)
+    heads = I.instance_heads(rows)
+    entries = I.head_entries(rows, heads, PARTITIONS)
+    got = {(r[I.IDS], r["key"]): (r["value"], r["raw_value"]) for r in entries.collect()}
+    assert got == {(instance_id("T1"), "acks"): ("0", "0"), (instance_id("T1"), "linger.ms"): ("5", "5"),
+                   (instance_id("K1"), "acks"): ("1", "1"), (instance_id("K1"), "linger.ms"): ("5", "5"),
+                   (instance_id("K2"), "acks"): ("all", "-1")}
+    (t1,) = heads.where(F.col(I.IDS) == instance_id("T1")).collect()
+    assert t1["snapshot_id"].startswith("ffffffff") and t1["snapshots_read"] == 2
+
+
+def test_latest_heads_of_a_base_and_its_segments(passes: tuple[DataFrame, DataFrame], spark: SparkSession) -> None:
+    heads, _ = passes
+    later = I.instance_heads(frame(spark, rows_for("P3", {"acks": "0"}, at=T0 + timedelta(hours=1))))
+    latest = I.latest_heads(heads.unionByName(later))
+    assert latest.count() == 14
+    (p3,) = latest.where(F.col(I.IDS) == instance_id("P3")).collect()
+    assert p3["received_at"] == (T0 + timedelta(hours=1)).replace(tzinfo=None)  # Spark: naive UTC
+
+
+def test_one_aggregation_gives_every_count_table(rows: DataFrame, passes: tuple[DataFrame, DataFrame]) -> None:
     latest = T.latest_snapshots(rows)
-    frame_ = inst.select(F.struct(*I.INSTANCE_FIELDS).alias("plus"),
-                         F.lit(None).cast(I.INSTANCE_SCHEMA).alias("minus"),
-                         F.struct(F.col("rows_read")).alias("stats"))
-    counts = I.tallies(I.tally_records(frame_)).cache()
+    records = _records(*passes).unionByName(C.stat_records(passes[0], {"rows_read": F.col("rows_read")}))
+    counts = C.tallies(records).cache()
     reference = {"value_counts": T.value_counts(latest), "group_counts": T.group_counts(latest),
                  "version_counts": T.version_counts(latest), "client_id_counts": T.client_id_counts(latest)}
     for name, expected in reference.items():
         assert expected.count() > 0, name
-        assertDataFrameEqual(I.count_table(counts, name), expected.select(*I.COUNT_LAYOUT[name][0], "n"))
-    (stat,) = counts.where(F.col("t") == I.STAT + "rows_read").collect()
+        assertDataFrameEqual(_count_table(counts, name), expected.select(*C.COUNT_LAYOUT[name][0], "n"))
+    (stat,) = counts.where(F.col("t") == C.STAT + "rows_read").collect()
     assert stat["n"] == len(_fleet())
 
 
-def test_a_delta_folds_into_the_stored_tally(spark: SparkSession, rows: DataFrame, inst: DataFrame) -> None:
-    later = rows_for("P3", {"acks": "0", "linger.ms": "7"}, at=T0 + timedelta(hours=1))
-    before = inst.select(F.struct(*I.INSTANCE_FIELDS).alias("plus"),
-                         F.lit(None).cast(I.INSTANCE_SCHEMA).alias("minus"),
-                         F.struct(F.lit(1).cast("long").alias("x")).alias("stats"))
-    stored = I.tallies(I.tally_records(before))
-    new = I.instance_rows(frame(spark, later))
-    fields = [F.col(c) for c in I.INSTANCE_FIELDS]
-    joined = new.select("client_instance_id", F.struct(*fields).alias("n")).join(
-        inst.select("client_instance_id", F.struct(*fields).alias("o")), "client_instance_id", "left")
-    delta = joined.select(F.when(I.later("n", "o"), F.col("n")).alias("plus"),
-                          F.when(I.later("n", "o"), F.col("o")).alias("minus"),
-                          F.struct(F.lit(1).cast("long").alias("x")).alias("stats"))
-    merged = I.tallies(I.stored_records(stored).unionByName(I.tally_records(delta)))
-    after = T.latest_snapshots(rows.unionByName(frame(spark, later)))
-    assertDataFrameEqual(I.count_table(merged, "value_counts"), T.value_counts(after))
+def test_a_delta_folds_into_the_stored_tally(spark: SparkSession, rows: DataFrame,
+                                             passes: tuple[DataFrame, DataFrame]) -> None:
+    heads, entries = passes
+    later = frame(spark, rows_for("P3", {"acks": "0", "linger.ms": "7"}, at=T0 + timedelta(hours=1)))
+    stored = C.tallies(_records(heads, entries))
+    new_heads = I.instance_heads(later)
+    old_heads = heads.join(new_heads.select(I.IDS), I.IDS, "left_semi")
+    old_entries = entries.join(old_heads.select(I.IDS, "snapshot_id"), [I.IDS, "snapshot_id"], "left_semi")
+    delta = _records(new_heads, I.head_entries(later, new_heads, PARTITIONS)).unionByName(
+        _records(old_heads, old_entries, -1))
+    merged = C.tallies(C.stored_records(stored).unionByName(delta))
+    after = T.latest_snapshots(rows.unionByName(later))
+    for name, counts in (("value_counts", T.value_counts), ("version_counts", T.version_counts)):
+        assertDataFrameEqual(_count_table(merged, name), counts(after))
 
 
-def test_the_rules_in_one_projection_equal_one_union_per_rule(rows: DataFrame, inst: DataFrame) -> None:
+def test_the_rules_on_features_equal_one_scan_per_rule(rows: DataFrame, passes: tuple[DataFrame, DataFrame]) -> None:
     configs = T.instance_configs(T.latest_snapshots(rows))
-    expected = R.instance_alerts(configs)
-    got = R.instance_alerts_projection(I.with_cfg(inst))
+    expected = T.instance_alerts(configs)
+    got = A.instance_alerts(*passes, PARTITIONS)
     assert {r["rule_id"] for r in expected.collect()} >= {"CC001", "CC002", "CC003", "CC006",
                                                          "CC009", "CC014", "CC015"}
     assertDataFrameEqual(got, expected)
-    assertDataFrameEqual(R.too_old_clients(I.with_cfg(inst)), R.too_old_clients(configs))
+    heads, entries = passes
+    with_group = heads.join(C.group_ids(entries), I.IDS, "left")
+    assertDataFrameEqual(R.too_old_clients(with_group), T.too_old_clients(T._with_ids(configs)))
+
+
+def test_every_rule_case_on_features_equals_the_reference(spark: SparkSession) -> None:
+    """The crafted fire / near-miss instance of every rule (tests/unit/pipeline/test_rules.py)."""
+    from tests.unit.pipeline.test_rules import _fleet as rule_fleet
+
+    rows = frame(spark, rule_fleet())
+    heads = I.instance_heads(rows)
+    expected = T.instance_alerts(T.instance_configs(T.latest_snapshots(rows)))
+    assert expected.count() >= 17
+    assertDataFrameEqual(A.instance_alerts(heads, I.head_entries(rows, heads, PARTITIONS), PARTITIONS), expected)
+
+
+def test_text_placeholders_compared_otherwise_are_refused() -> None:
+    ok = Rule("X1", "info", "t", "r", "https://x", ("a", "b"), condition="{str:a} NOT IN ('x', 'y') AND {str:b} = 'z'")
+    assert A._plan((ok,)).literals == {"a": ("x", "y"), "b": ("z",)}
+    for condition in ("{str:a} LIKE 'x%'", "{str:a} = {str:b}", "length({str:a}) > 3"):
+        with pytest.raises(ValueError, match="literals"):
+            A._plan((Rule("X2", "info", "t", "r", "https://x", ("a", "b"), condition=condition),))
+
+
+def _plan_text(df: DataFrame) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def test_the_passes_plan_hash_aggregates_only(spark: SparkSession, tmp_path: Path) -> None:
+    """No SortAggregate or ObjectHashAggregate (sort-based once a task holds 128 keys) in any pass,
+    and the entries shuffle their rows once: every later step stays in those partitions."""
+    frame(spark, _fleet()).write.parquet(str(tmp_path / "rows"))
+    rows = spark.read.parquet(str(tmp_path / "rows"))
+    heads = I.instance_heads(rows)
+    heads.write.parquet(str(tmp_path / "heads"))
+    written = spark.read.parquet(str(tmp_path / "heads"))
+    entries = I.head_entries(rows, written, PARTITIONS)
+    entries.write.parquet(str(tmp_path / "entries"))
+    stored = spark.read.parquet(str(tmp_path / "entries"))
+    plans = {
+        "heads": heads, "entries": entries, "latest_heads": I.latest_heads(written),
+        "tally": C.tallies(_records(written, stored)), "alerts": A.instance_alerts(written, stored, PARTITIONS),
+    }
+    for name, df in plans.items():
+        text = _plan_text(df)
+        assert "HashAggregate" in text, name
+        assert "SortAggregate" not in text and "ObjectHashAggregate" not in text, (name, text)
+        assert "Window" not in text, (name, text)
+    # the rows and the heads are shuffled by instance (each exchange shows once per reader of it);
+    # only the keys reported more than once are shuffled again, by key
+    text = _plan_text(entries)
+    exchanges = {line.split("Exchange ")[1].split("#")[0] for line in text.splitlines() if "Exchange hash" in line}
+    assert exchanges == {"hashpartitioning(client_instance_id", "hashpartitioning(key"}, text
+    assert text.count("ShuffledHashJoin") >= 3, text
+    alerts = _plan_text(plans["alerts"])
+    assert "Exchange hashpartitioning(client_instance_id#" in alerts and "SortMergeJoin" not in alerts, alerts
 
 
 def test_the_job_takes_no_action_only_to_count() -> None:
@@ -111,6 +205,15 @@ def test_the_job_takes_no_action_only_to_count() -> None:
     calls = [node.func.attr for node in ast.walk(tree)
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)]
     assert calls and not {"count", "collect", "toPandas", "first", "take", "show"} & set(calls)
+
+
+def test_backend_keeps_only_the_path_that_runs() -> None:
+    """The row-level reference transforms live with the tests; the job's modules do not use them."""
+    assert not (ROOT / "backend" / "pipeline" / "transforms.py").exists()
+    for path in (ROOT / "backend" / "pipeline").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for call in ("dropDuplicates(", "collect_list(", "collect_set(", "max_by(", "array_sort(", "Window"):
+            assert call not in text, (path.name, call)
 
 
 def test_results_on_the_driver_equal_the_spark_transforms(spark: SparkSession) -> None:

@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from backend.pipeline import transforms as T
 from backend.pipeline.normalize import normalize_value, normalized_value_col
+from tests.unit.pipeline import reference as T
 from tests.unit.pipeline.fleet import frame, rows_for
 
 CASES = [

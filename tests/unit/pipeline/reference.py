@@ -1,27 +1,51 @@
-"""Pure DataFrame -> DataFrame transforms over client_configs rows (one row per snapshot key)."""
+"""The reference definitions the tests hold the job to (oracles), as first written.
+
+Row-level Spark transforms over client_configs rows (latest snapshot per instance with
+``dropDuplicates``, distributions, drift, count tables, ...) and the rule evaluation over a
+``cfg`` map per instance (one scan per rule, or one projection). The job computes the same
+results another way: hash-aggregate passes over head and entry rows (backend.pipeline.instances,
+tally, alerts) and pandas over the count tables (backend.pipeline.results). These definitions
+are simple enough to trust; the tests compare the job's output with them.
+"""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from backend.pipeline.alerts import ALERT_FIELDS
+from backend.pipeline.instances import INSTANCE_COLUMNS
 from backend.pipeline.normalize import normalized_value_col
+from backend.pipeline.rules import (
+    _GENERATED_ID,
+    _PLACEHOLDER,
+    GROUP_CONSISTENCY_KEYS,
+    PER_INSTANCE_RULE_IDS,
+    RULES,
+    SHARED_CLIENT_ID_THRESHOLD,
+    Rule,
+    _alert_columns,
+    _alert_frame,
+    client_too_old_alerts,
+    rule_by_id,
+    too_old_clients,
+)
+from backend.pipeline.tally import (
+    CLIENT_ID_COUNT_KEYS,
+    GROUP_COUNT_KEYS,
+    GROUP_IDENTITY_KEYS,
+    VALUE_COUNT_KEYS,
+    VERSION_COUNT_KEYS,
+)
 from backend.store.config_schemas import NUMERIC_CONFIG_TYPES
 
 # Internal stand-ins so nulls can take part in equi-joins; never written out.
 _NULL_TYPE = "\u0000none"
 _NULL_VALUE = "\u0000null"
 
-INSTANCE_COLUMNS = (
-    "client_instance_id", "snapshot_id", "received_at", "cluster_id", "broker_id", "client_id",
-    "client_type", "client_software_name", "client_software_version", "principal",
-    "client_address",
-)
-# Keys that differ between members of a healthy group, so they are not group drift.
-GROUP_IDENTITY_KEYS = ("group.id", "client.id", "group.instance.id", "client.rack",
-                       "transactional.id", "bootstrap.servers")
 
 
 def latest_snapshots(
@@ -237,14 +261,6 @@ def instance_configs(latest: DataFrame) -> DataFrame:
 # distinct values, not the number of instances. Every results table but config_alerts is a
 # function of them.
 
-# value is normalised; raw_value is the spelling reported (distributions lists the spellings).
-VALUE_COUNT_KEYS = ("cluster_id", "client_type", "key", "value", "raw_value", "type",
-                    "is_default")
-GROUP_COUNT_KEYS = ("cluster_id", "group_id", "key", "value")
-VERSION_COUNT_KEYS = ("cluster_id", "client_type", "client_software_name",
-                      "client_software_version")
-CLIENT_ID_COUNT_KEYS = ("cluster_id", "client_id", "client_type")
-
 
 def _weighted_count(rows: DataFrame) -> Column:
     weight = F.col("sign") if "sign" in rows.columns else F.lit(1)
@@ -379,3 +395,171 @@ def superseding(new_heads: DataFrame, old_heads: DataFrame) -> DataFrame:
         .where(F.col("old_snapshot").isNull() | later)
         .select("client_instance_id", F.col("old_snapshot").isNotNull().alias("updated"))
     )
+
+
+# --- Rules: one scan per rule over instance_configs() ------------------------------------
+
+def compile_condition(condition: str) -> str:
+    """Expand the rule placeholders into Spark SQL over the ``cfg`` map column."""
+
+    def expand(match: re.Match[str]) -> str:
+        kind, key = match.groups()
+        if kind == "num":
+            return f"try_cast(cfg['{key}'] AS DOUBLE)"
+        if kind == "str":
+            return f"lower(cfg['{key}'])"
+        return f"map_contains_key(cfg, '{key}')"
+
+    return _PLACEHOLDER.sub(expand, condition)
+
+
+def _observed(keys: tuple[str, ...]) -> Column:
+    return F.to_json(F.map_from_arrays(
+        F.array(*[F.lit(k) for k in keys]), F.array(*[F.col("cfg")[k] for k in keys])))
+
+
+def _with_ids(df: DataFrame) -> DataFrame:
+    return df.withColumn("group_id", F.col("cfg")["group.id"])
+
+
+def evaluate_instance_rule(rule: Rule, configs: DataFrame) -> DataFrame:
+    """Alerts of one instance rule over instance_configs()."""
+    assert rule.condition is not None
+    scope = configs
+    if rule.client_types:
+        scope = scope.where(F.col("client_type").isin(*rule.client_types))
+    present = " AND ".join(f"map_contains_key(cfg, '{k}')" for k in rule.keys)
+    matched = _with_ids(scope).where(F.expr(f"({present}) AND ({compile_condition(rule.condition)})"))
+    return _alert_frame(rule, matched, _observed(rule.keys), F.lit(rule.rationale))
+
+
+
+def _missing_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
+    effective = F.coalesce(F.col("client_id"), F.col("cfg")["client.id"], F.lit(""))
+    matched = _with_ids(configs).where(effective.rlike(_GENERATED_ID))
+    return _alert_frame(rule, matched, _observed(("client.id",)), F.lit(rule.rationale))
+
+
+def shared_client_id_alerts(client_ids: DataFrame) -> DataFrame:
+    """CC016 from client_id_counts(): one alert per (cluster, client.id) over the threshold."""
+    rule = rule_by_id("CC016")
+    shared = (
+        client_ids.groupBy("cluster_id", "client_id")
+        # min, not first: the same answer whatever order the instances come in
+        .agg(F.sum("n").cast("long").alias("n"), F.min("client_type").alias("client_type"))
+        .where(F.col("n") > SHARED_CLIENT_ID_THRESHOLD)
+        .withColumn("client_instance_id", F.lit(None).cast("string"))
+        .withColumn("group_id", F.lit(None).cast("string"))
+    )
+    observed = F.to_json(F.create_map(F.lit("client.id"), F.col("client_id"),
+                                      F.lit("instances"), F.col("n").cast("string")))
+    explanation = F.concat(F.lit(f"{rule.rationale} Instances sharing it: "),
+                           F.col("n").cast("string"), F.lit("."))
+    return _alert_frame(rule, shared, observed, explanation)
+
+
+def _shared_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
+    return shared_client_id_alerts(client_id_counts(configs))
+
+
+def _group_disagreement(rule: Rule, configs: DataFrame, *, group_drift: DataFrame | None = None,
+                        **_: DataFrame | None) -> DataFrame:
+    if group_drift is None:
+        raise ValueError("group_disagreement needs the group_drift frame")
+    return group_disagreement_alerts(group_drift)
+
+
+def group_disagreement_alerts(group_drift: DataFrame) -> DataFrame:
+    """CC017 from the group_drift table: one alert per group and disagreeing group setting."""
+    rule = rule_by_id("CC017")
+    rows = (
+        group_drift.where(F.col("key").isin(*GROUP_CONSISTENCY_KEYS))
+        .withColumn("client_instance_id", F.lit(None).cast("string"))
+        .withColumn("client_id", F.lit(None).cast("string"))
+        .withColumn("client_type", F.lit("consumer"))
+        .withColumn("alert_keys", F.col("key"))
+    )
+    explanation = F.concat(F.lit(f"{rule.rationale} Members by value: "),
+                           F.col("value_counts_json"), F.lit("."))
+    observed = F.to_json(F.create_map(F.col("key"), F.col("value_counts_json")))
+    return _alert_frame(rule, rows, observed, explanation)
+
+
+
+def _client_too_old(rule: Rule, configs: DataFrame, *, brokers: DataFrame | None = None,
+                    **_: DataFrame | None) -> DataFrame:
+    return client_too_old_alerts(too_old_clients(_with_ids(configs)), brokers)
+
+
+_FLEET = {
+    "missing_client_id": _missing_client_id,
+    "shared_client_id": _shared_client_id,
+    "group_disagreement": _group_disagreement,
+    "client_too_old": _client_too_old,
+}
+
+
+def evaluate_rules(
+    configs: DataFrame,
+    *,
+    group_drift: DataFrame | None,
+    brokers: DataFrame | None = None,
+    rules: tuple[Rule, ...] = RULES,
+) -> DataFrame:
+    """All alerts of ``rules`` over instance_configs(); ``brokers`` from broker_major_versions."""
+    frames = []
+    for rule in rules:
+        if rule.condition is not None:
+            frames.append(evaluate_instance_rule(rule, configs))
+        else:
+            assert rule.fleet is not None
+            frames.append(_FLEET[rule.fleet](rule, configs, group_drift=group_drift,
+                                             brokers=brokers))
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+# Rules whose alerts depend only on one instance's own latest snapshot (and name it): on a
+
+def instance_alerts(configs: DataFrame) -> DataFrame:
+    """Alerts of the PER_INSTANCE_RULE_IDS rules over instance_configs() (one union per rule)."""
+    return evaluate_rules(configs, group_drift=None,
+                          rules=tuple(rule_by_id(i) for i in PER_INSTANCE_RULE_IDS))
+
+
+def _instance_match(rule: Rule) -> Column:
+    """When one instance (a row with cfg and identity columns) breaks a per-instance rule."""
+    if rule.condition is None:  # CC015, the one per-instance rule not written as a condition
+        effective = F.coalesce(F.col("client_id"), F.col("cfg")["client.id"], F.lit(""))
+        return effective.rlike(_GENERATED_ID)
+    present = " AND ".join(f"map_contains_key(cfg, '{k}')" for k in rule.keys)
+    match = F.expr(f"({present}) AND ({compile_condition(rule.condition)})")
+    if rule.client_types:
+        match = F.col("client_type").isin(*rule.client_types) & match
+    return match
+
+
+def instance_alerts_projection(configs: DataFrame) -> DataFrame:
+    """instance_alerts() in one projection: every per-instance rule is one column of one select.
+
+    The same rows as instance_alerts(); no union of one scan per rule.
+    """
+    candidates = []
+    for rule_id in PER_INSTANCE_RULE_IDS:
+        rule = rule_by_id(rule_id)
+        alert = F.struct(*_alert_columns(rule, _observed(rule.keys), F.lit(rule.rationale),
+                                         F.lit(",".join(rule.keys))))
+        candidates.append(F.when(_instance_match(rule), alert))
+    fired = F.filter(F.array(*candidates), lambda a: a.isNotNull())
+    return _with_ids(configs).select(F.explode(fired).alias("a")).select(
+        *[F.col(f"a.{name}").alias(name) for name in ALERT_FIELDS])
+
+
+def fleet_alerts(client_ids: DataFrame, group_drift: DataFrame, too_old: DataFrame,
+                 brokers: DataFrame | None) -> DataFrame:
+    """CC016, CC017 and CC018 from client_id_counts(), group_drift and too_old_clients()."""
+    return (shared_client_id_alerts(client_ids)
+            .unionByName(group_disagreement_alerts(group_drift))
+            .unionByName(client_too_old_alerts(too_old, brokers)))
