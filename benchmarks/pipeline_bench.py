@@ -1,15 +1,19 @@
-"""Benchmark of the Spark pipeline on synthetic fleets, with DuckDB as the single-process peer.
+"""Benchmark of the Spark pipeline: this code against a baseline ref (main), both against DuckDB.
 
-For each fleet size: write N client instances x ~40 keys as client_configs Parquet, run the full
-analysis, add 1 % new snapshots (half of them new instances, half new snapshots of existing
-instances) and run the incremental refresh, then compute the same results tables (see
-DUCKDB_COVERS) with DuckDB over the same files and check both have the same rows per table.
-Before the sizes, one `python -m backend analyze` of a 400-instance fleet is timed in a new
-process (JVM start included). Spark jobs and stages per run come from its status tracker. Peak
-memory is the RSS of this process plus its children (the Spark JVM), sampled every 200 ms.
+For each fleet size: write N client instances x ~40 keys as client_configs Parquet, and 1 % new
+snapshots beside it (half new instances, half new snapshots of existing instances). Then, for
+each implementation (this checkout, and the ``--baseline`` git ref exported with ``git
+archive``), side by side in one run: copy the lake, run the full analysis in a new process (JVM
+start not timed), add the 1 % and run the incremental refresh in that process. DuckDB computes
+the same results tables over the same files (see DUCKDB_COVERS); the results of the two
+implementations are compared row for row. Before the sizes, cold runs: `python -m backend
+analyze` of small fleets in a new process (JVM start included), next to the floor: the same
+cold process with the same settings running an empty job. Peak memory is the RSS of a worker
+process plus its children (the Spark JVM), sampled every 200 ms.
 
-    .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000
-    .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000,1000000 --master 'local[2]'
+    .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000 --small 163,400
+    .venv/bin/python -m benchmarks.pipeline_bench --sizes 1000000 --small '' --driver-memory 4g
+    .venv/bin/python -m benchmarks.pipeline_bench --explain 2000   # the instance pass's plans
 """
 
 from __future__ import annotations
@@ -17,15 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,15 +37,15 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from backend.pipeline.job import run_analysis
 from backend.pipeline.normalize import normalized_value_sql
 from backend.pipeline.rules import _GENERATED_ID, _PLACEHOLDER, PER_INSTANCE_RULE_IDS, Rule, rule_by_id
-from backend.pipeline.transforms import GROUP_IDENTITY_KEYS
+from backend.pipeline.tally import GROUP_IDENTITY_KEYS
 from backend.store.config_schemas import NUMERIC_CONFIG_TYPES, SCHEMA_VERSION, arrow_schema
 from backend.store.tables import read_table
 
 CLUSTERS = [f"cluster-{i:02d}" for i in range(10)]
-COMMON_KEYS = [
+Keys = list[tuple[str, str, list[str | None]]]  # (key, config type, values to draw from)
+COMMON_KEYS: Keys = [
     ("client.dns.lookup", "STRING", ["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"]),
     ("connections.max.idle.ms", "LONG", ["540000", "300000"]),
     ("metadata.max.age.ms", "LONG", ["300000", "60000", "600000"]),
@@ -64,7 +66,7 @@ COMMON_KEYS = [
     ("client.rack", "STRING", ["", "rack-a", "rack-b"]),
     ("default.api.timeout.ms", "INT", ["60000"]),
 ]
-PRODUCER_KEYS = [
+PRODUCER_KEYS: Keys = [
     ("acks", "STRING", ["all", "1", "0", "-1"]),
     ("batch.size", "INT", ["16384", "65536", "131072", "0"]),
     ("buffer.memory", "LONG", ["33554432", "67108864"]),
@@ -86,7 +88,7 @@ PRODUCER_KEYS = [
     ("compression.zstd.level", "INT", ["3"]),
     ("transactional.id", "STRING", [None]),
 ]
-CONSUMER_KEYS = [
+CONSUMER_KEYS: Keys = [
     ("allow.auto.create.topics", "BOOLEAN", ["true", "false"]),
     ("auto.commit.interval.ms", "INT", ["5000", "1000"]),
     ("auto.offset.reset", "STRING", ["latest", "earliest", "none"]),
@@ -109,39 +111,6 @@ CONSUMER_KEYS = [
     ("group.remote.assignor", "STRING", [None]),
 ]
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
-
-
-@dataclass
-class Peak:
-    """Peak RSS (bytes) of this process and its children while sampling."""
-
-    rss: int = 0
-
-
-@contextmanager
-def peak_memory() -> Iterator[Peak]:
-    """Sample RSS of this process tree every 200 ms."""
-    peak, stop = Peak(), threading.Event()
-    me = psutil.Process()
-
-    def sample() -> None:
-        while not stop.is_set():
-            total = 0
-            for proc in [me, *me.children(recursive=True)]:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    pass
-            peak.rss = max(peak.rss, total)
-            stop.wait(0.2)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    try:
-        yield peak
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _chunk(start: int, count: int, rng: np.random.Generator, at: datetime, epoch: int = 0) -> pa.Table:
@@ -303,15 +272,14 @@ def _duckdb_rule(rule: Rule) -> str:
             f"cfg['group.id'] AS group_id FROM configs WHERE {match}")
 
 
-def duckdb_results(lake: Path) -> tuple[float, dict[str, int]]:
-    """(seconds, rows per table) of the results tables computed by DuckDB over the lake's files.
+def duckdb_results(files: list[str]) -> tuple[float, dict[str, int]]:
+    """(seconds, rows per table) of the results tables computed by DuckDB over client_configs files.
 
     config_alerts holds the per-instance rules (PER_INSTANCE_RULE_IDS), the ones SQL can state
     per instance; the fleet rules (CC016-CC018) and drift_keys are not computed by the peer.
     """
     import duckdb
 
-    files = sorted(str(p) for p in (lake / "client_configs").rglob("*.parquet"))
     started = time.perf_counter()
     con = duckdb.connect()
     con.execute(DUCKDB_LATEST, [files])
@@ -343,113 +311,282 @@ def spark_rows(lake: Path) -> dict[str, int]:
     return rows
 
 
-def demo_analyze(workdir: Path, n: int = 400) -> dict[str, Any]:
-    """Wall time of one `python -m backend analyze` (a new process: JVM start included) on n instances."""
-    lake = workdir / f"demo-{n}"
-    write_fleet(lake, 0, n, T0)
-    command = [sys.executable, "-m", "backend", "analyze", "--lake", str(lake), "--master", "local[2]"]
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"analyze failed: {done.stderr[-2000:]}")
-    return {"instances": n, "analyze_wall_s": round(wall, 1), "command": " ".join(command[1:])}
 
 
-def _log(stage: str) -> Callable[[str], None]:
-    """Progress of one run_analysis on stderr, with seconds since it started."""
-    started = time.perf_counter()
+# --- Implementations side by side ------------------------------------------------------------
+#
+# Every Spark run happens in a new process whose working directory is the implementation's
+# root, so `import backend` is that implementation's code; both use this interpreter (the venv).
 
-    def say(msg: str) -> None:
-        print(f"[{stage} {time.perf_counter() - started:7.1f} s] {msg}", file=sys.stderr, flush=True)
+WORKER = r"""
+import json, shutil, sys, threading, time
+from pathlib import Path
+import psutil
+args = json.loads(sys.argv[1])
+began = time.perf_counter()
+from backend.pipeline.job import run_analysis
+from backend.pipeline.spark import get_spark
 
-    return say
+
+def say(stage):
+    t0 = time.perf_counter()
+    return lambda msg: print(f"[{args['name']} {stage} {time.perf_counter() - t0:7.1f} s] {msg}",
+                             file=sys.stderr, flush=True)
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[float, Any, int]:
-    with peak_memory() as peak:
-        started = time.perf_counter()
+def measured(fn):
+    me, peak, stop = psutil.Process(), [0], threading.Event()
+    def sample():
+        while not stop.is_set():
+            total = 0
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak[0] = max(peak[0], total)
+            stop.wait(0.2)
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    t0 = time.perf_counter()
+    try:
         value = fn()
-        elapsed = time.perf_counter() - started
-    return elapsed, value, peak.rss
+    finally:
+        elapsed = time.perf_counter() - t0
+        stop.set()
+        thread.join()
+    return elapsed, value, peak[0]
 
 
-def bench_size(n: int, master: str | None, workdir: Path) -> dict[str, Any]:
-    """All measurements for a fleet of n instances."""
-    lake = workdir / f"lake-{n}"
-    gen_s, rows, _ = _timed(lambda: write_fleet(lake, 0, n, T0))
-    full_s, full, full_rss = _timed(lambda: run_analysis(str(lake), master=master,
-                                                         progress=_log(f"{n} full")))
+KEEP = ("records_read", "snapshots_read", "instances", "files_processed", "full_reason", "spark_jobs",
+        "spark_stages", "shuffle_partitions", "instances_new", "instances_updated", "instances_evaluated",
+        "delta_rows", "state_rows_scanned", "state_rows_matched", "state_rows_written",
+        "state_rows_rewritten", "alerts_by_severity")
+out = {"imports_s": time.perf_counter() - began}
+jvm_s, _, _ = measured(lambda: get_spark(args["master"]))
+out["jvm_start_s"] = jvm_s
+for phase in ("full", "refresh"):
+    if phase == "refresh":
+        for f in args["refresh_files"]:
+            target = Path(args["lake"], "client_configs", Path(f).parent.name, Path(f).name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, target)
+    s, summary, rss = measured(lambda: run_analysis(args["lake"], master=args["master"], progress=say(phase)))
+    out[phase] = {"s": s, "peak_rss": rss, **{k: getattr(summary, k) for k in KEEP}}
+print("RESULT " + json.dumps(out))
+"""
+
+# The floor of a cold run: the same process (the imports of `analyze`, the session get_spark()
+# builds for a small run, the sized settings) running one trivial Spark job.
+FLOOR = r"""
+import inspect, sys
+import backend.pipeline.cli, backend.pipeline.job
+from backend.pipeline import spark as S
+if hasattr(S, "small_run_session"):
+    spark = S.small_run_session(sys.argv[1])
+else:
+    spark = S.get_spark(sys.argv[1])
+    S.size_session(spark, 0)
+spark.range(1).selectExpr("count(*)").collect()
+"""
+
+
+def export_ref(ref: str, into: Path) -> Path:
+    """A checkout of ``ref`` (only its tracked files, via git archive) under ``into``."""
+    root = Path(__file__).resolve().parents[1]
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", ref],
+                             capture_output=True, check=True, timeout=120).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True, timeout=120)
+    return into
+
+
+def _env(driver_memory: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if driver_memory:  # read when the JVM starts
+        env["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
+    return env
+
+
+def worker(name: str, root: Path, lake: Path, refresh: list[Path], master: str,
+           driver_memory: str | None) -> dict[str, Any]:
+    """Full run then +1 % refresh of ``lake`` by the implementation at ``root``, in a new process."""
+    spec = {"name": name, "lake": str(lake), "refresh_files": [str(f) for f in refresh], "master": master}
+    done = subprocess.run([sys.executable, "-c", WORKER, json.dumps(spec)], cwd=root, env=_env(driver_memory),
+                          stdout=subprocess.PIPE, text=True, timeout=6 * 3600, check=False)
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not result:
+        raise RuntimeError(f"{name} worker failed ({done.returncode}): {done.stdout[-2000:]}")
+    return dict(json.loads(result[-1][len("RESULT "):]))
+
+
+def _wall(command: list[str], root: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=root, env=_env(None), capture_output=True, text=True, timeout=900,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[:4]} failed in {root.name}: {done.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def results_digest(lake: Path) -> dict[str, list[str]]:
+    """Every results table as sorted JSON rows, computed_at left out (to compare implementations)."""
+    out = {}
+    for name in SPARK_RESULTS:
+        rows = read_table(str(lake), f"results/{name}").to_pylist()
+        out[name] = sorted(json.dumps({k: v for k, v in r.items() if k != "computed_at"}, sort_keys=True,
+                                      default=str) for r in rows)
+    return out
+
+
+SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters", "drift_keys",
+                 "group_drift", "client_versions", "config_alerts")
+
+
+def cold_runs(impls: dict[str, Path], sizes: list[int], repeat: int, master: str, workdir: Path
+              ) -> dict[str, Any]:
+    """Cold `python -m backend analyze` of small fleets and the floor, each implementation in turn."""
+    lakes = {}
+    for n in sizes:
+        lakes[n] = workdir / f"small-{n}"
+        write_fleet(lakes[n], 0, n, T0)
+    empty = workdir / "small-empty"
+    empty.mkdir()
+    runs: dict[str, dict[str, list[float]]] = {name: {} for name in impls}
+    for i in range(repeat):
+        for name, root in (impls.items() if i % 2 == 0 else reversed(impls.items())):
+            times = runs[name]
+            times.setdefault("floor", []).append(_wall([sys.executable, "-c", FLOOR, master], root))
+            times.setdefault("empty_lake", []).append(_wall(
+                [sys.executable, "-m", "backend", "analyze", "--lake", str(_copy(empty, workdir, f"{name}-e{i}")),
+                 "--master", master], root))
+            for n, lake in lakes.items():
+                copy = _copy(lake, workdir, f"{name}-{n}-{i}")
+                times.setdefault(str(n), []).append(_wall(
+                    [sys.executable, "-m", "backend", "analyze", "--lake", str(copy), "--master", master], root))
+            print(f"[cold {name} #{i + 1}] " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()),
+                  file=sys.stderr, flush=True)
+    out: dict[str, Any] = {"instances": sizes, "repeat": repeat, "command": "python -m backend analyze"}
+    for name, times in runs.items():
+        out[name] = {k: {"median_s": round(statistics.median(v), 1), "runs_s": [round(x, 1) for x in v]}
+                     for k, v in times.items()}
+    for label in [*map(str, sizes), "empty_lake"]:
+        new, floor = out["new"][label]["median_s"], out["new"]["floor"]["median_s"]
+        out.setdefault("new_over_floor", {})[label] = round(new / floor, 2)
+        if "main" in out:
+            out.setdefault("new_over_main", {})[label] = round(new / out["main"][label]["median_s"], 2)
+    return out
+
+
+def _copy(lake: Path, workdir: Path, name: str) -> Path:
+    target = workdir / "copies" / name
+    shutil.copytree(lake, target)
+    return target
+
+
+def bench_size(n: int, impls: dict[str, Path], master: str, driver_memory: str | None, workdir: Path
+               ) -> dict[str, Any]:
+    """Full run and +1 % refresh of n instances by each implementation, and the DuckDB peer."""
+    base, extra = workdir / f"fleet-{n}", workdir / f"fleet-{n}-refresh"
+    started = time.perf_counter()
+    rows = write_fleet(base, 0, n, T0)
     added, updated = max(1, n // 200), n // 200  # +1 %: half new instances, half new snapshots
-    write_fleet(lake, n, added, T0 + timedelta(hours=1))
+    write_fleet(extra, n, added, T0 + timedelta(hours=1))
     if updated:
-        write_fleet(lake, 0, updated, T0 + timedelta(hours=1), epoch=1)
-    inc_s, inc, inc_rss = _timed(lambda: run_analysis(str(lake), master=master,
-                                                      progress=_log(f"{n} refresh")))
-    duck_s, duck_rows = duckdb_results(lake)
-    ours = spark_rows(lake)
-    return {
-        "instances": n,
-        "config_rows": rows,
-        "generate_s": round(gen_s, 1),
-        "spark_full_s": round(full_s, 1),
-        "spark_full_rows_read": full.records_read,
-        "spark_full_jobs": full.spark_jobs,
-        "spark_full_stages": full.spark_stages,
-        "spark_incremental_s": round(inc_s, 1),
-        "spark_incremental_jobs": inc.spark_jobs,
-        "spark_incremental_stages": inc.spark_stages,
-        "shuffle_partitions_full": full.shuffle_partitions,
-        "incremental_written_new_instances": added,
-        "incremental_written_updated_instances": updated,
-        "incremental_rows_read": inc.records_read,
-        "incremental_files_processed": inc.files_processed,
-        "incremental_full_fallback": inc.full_reason,
-        # what the refresh touched (from AnalysisSummary): only the changed instances
-        "incremental_instances_new": inc.instances_new,
-        "incremental_instances_updated": inc.instances_updated,
-        "incremental_instances_evaluated": inc.instances_evaluated,
-        "incremental_delta_rows": inc.delta_rows,
-        "incremental_state_rows_scanned": inc.state_rows_scanned,
-        "incremental_state_rows_matched": inc.state_rows_matched,
-        "incremental_state_rows_written": inc.state_rows_written,
-        "incremental_state_rows_rewritten": inc.state_rows_rewritten,
-        "instances_after_refresh": inc.instances,
-        "incremental_over_full": round(inc_s / full_s, 3),
-        "duckdb_s": round(duck_s, 2),
-        "duckdb_covers": list(DUCKDB_COVERS),
-        "spark_full_over_duckdb": round(full_s / duck_s, 1),
-        "spark_incremental_over_duckdb": round(inc_s / duck_s, 2),
-        "rows_spark": ours,
-        "rows_duckdb": duck_rows,
-        "tables_agree": ours == duck_rows,
-        "alerts": inc.alerts_by_severity,
-        "peak_rss_full_mb": round(full_rss / 2**20),
-        "peak_rss_incremental_mb": round(inc_rss / 2**20),
-    }
+        write_fleet(extra, 0, updated, T0 + timedelta(hours=1), epoch=1)
+    refresh = sorted((extra / "client_configs").rglob("*.parquet"))
+    out: dict[str, Any] = {"instances": n, "config_rows": rows, "generate_s": round(time.perf_counter() - started, 1),
+                           "refresh_new_instances": added, "refresh_updated_instances": updated,
+                           "load_avg_before": [round(x, 1) for x in psutil.getloadavg()]}
+    digests = {}
+    for name, root in impls.items():
+        lake = _copy(base, workdir, f"{name}-{n}")
+        got = worker(name, root, lake, refresh, master, driver_memory)
+        out[name] = {
+            "jvm_start_s": round(got["jvm_start_s"], 1),
+            "full_s": round(got["full"]["s"], 1),
+            "full_with_jvm_start_s": round(got["full"]["s"] + got["jvm_start_s"], 1),
+            "refresh_s": round(got["refresh"]["s"], 1),
+            "peak_rss_full_mb": round(got["full"]["peak_rss"] / 2**20),
+            "peak_rss_refresh_mb": round(got["refresh"]["peak_rss"] / 2**20),
+            "full": {k: v for k, v in got["full"].items() if k not in ("s", "peak_rss")},
+            "refresh": {k: v for k, v in got["refresh"].items() if k not in ("s", "peak_rss")},
+            "rows_per_table": spark_rows(lake),
+        }
+        digests[name] = results_digest(lake)
+        shutil.rmtree(lake)
+    files = sorted(str(p) for p in (base / "client_configs").rglob("*.parquet")) + [str(f) for f in refresh]
+    duck_s, duck_rows = duckdb_results(files)
+    out["duckdb_s"] = round(duck_s, 2)
+    out["duckdb_rows_per_table"] = duck_rows
+    out["duckdb_covers"] = list(DUCKDB_COVERS)
+    out["load_avg_after"] = [round(x, 1) for x in psutil.getloadavg()]
+    new = out["new"]
+    out["new_rows_equal_duckdb"] = new["rows_per_table"] == duck_rows
+    out["new_full_over_duckdb"] = round(new["full_with_jvm_start_s"] / duck_s, 2)
+    out["new_refresh_over_duckdb"] = round(new["refresh_s"] / duck_s, 2)
+    if "main" in out:
+        main_ = out["main"]
+        out["main_full_over_duckdb"] = round(main_["full_with_jvm_start_s"] / duck_s, 2)
+        out["new_full_over_main"] = round(new["full_with_jvm_start_s"] / main_["full_with_jvm_start_s"], 3)
+        out["new_refresh_over_main"] = round(new["refresh_s"] / main_["refresh_s"], 3)
+        out["results_equal_main"] = {t: digests["new"][t] == digests["main"][t] for t in SPARK_RESULTS}
+    return out
+
+
+def explain(n: int, workdir: Path, master: str) -> str:
+    """The physical plans (formatted) of the instance pass over a fleet of n instances."""
+    lake = workdir / f"explain-{n}"
+    write_fleet(lake, 0, n, T0)
+    code = r"""
+import sys
+from backend.pipeline import instances as I
+from backend.pipeline.spark import get_spark, size_session
+from backend.store.config_schemas import spark_schema
+spark = get_spark(sys.argv[2])
+sized = size_session(spark, 0)
+rows = spark.read.schema(spark_schema("client_configs")).parquet(sys.argv[1] + "/client_configs")
+heads = I.instance_heads(rows)
+print("== instance_heads ==")
+heads.explain()
+print("== head_entries ==")
+I.head_entries(rows, heads, sized.shuffle_partitions).explain()
+"""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code, str(lake), master], cwd=root, env=_env(None),
+                          capture_output=True, text=True, timeout=900, check=True)
+    return done.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print one JSON document."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100000", help="comma-separated instance counts")
+    parser.add_argument("--sizes", default="100000", help="comma-separated instance counts ('' for none)")
+    parser.add_argument("--small", default="163,400",
+                        help="cold `python -m backend analyze` of these fleet sizes, and the floor ('' for none)")
+    parser.add_argument("--repeat-small", type=int, default=3, help="cold runs per size and implementation")
+    parser.add_argument("--baseline", default="main", help="git ref run side by side with this checkout ('' for none)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", default=None, help="where lakes go (default: a temp dir)")
     parser.add_argument("--out", default=None, help="also write the JSON here")
-    parser.add_argument("--demo", type=int, default=400,
-                        help="also time one `python -m backend analyze` of this many instances (0: skip)")
     parser.add_argument("--driver-memory", default=None,
-                        help="heap of the local Spark JVM, e.g. 4g (default: Spark's 1g)")
+                        help="heap of the local Spark JVM for the sizes, e.g. 4g (default: Spark's 1g)")
+    parser.add_argument("--explain", type=int, default=0, help="only print the instance pass's plans for this many instances")
     args = parser.parse_args(argv)
-    if args.driver_memory:  # must be set before the JVM starts (the first run_analysis)
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {args.driver_memory} pyspark-shell"
-    sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-", dir=args.workdir) as tmp:
-        demo = demo_analyze(Path(tmp), args.demo) if args.demo else None
-        results = [bench_size(n, args.master, Path(tmp)) for n in sizes]
-    report = {"benchmark": "pipeline", "master": args.master, "driver_memory": args.driver_memory or "1g",
-              "cpu_count": psutil.cpu_count(), "demo": demo,
-              "load_avg": [round(x, 1) for x in psutil.getloadavg()], "results": results}
+        if args.explain:
+            print(explain(args.explain, Path(tmp), args.master))
+            return 0
+        impls = {"new": Path(__file__).resolve().parents[1]}
+        if args.baseline:
+            impls = {"main": export_ref(args.baseline, Path(tmp) / "baseline"), **impls}
+        small = [int(s) for s in args.small.split(",") if s]
+        cold = cold_runs(impls, small, args.repeat_small, args.master, Path(tmp)) if small else None
+        results = [bench_size(int(n), impls, args.master, args.driver_memory, Path(tmp))
+                   for n in args.sizes.split(",") if n]
+    report = {"benchmark": "pipeline", "baseline": args.baseline, "master": args.master,
+              "driver_memory": args.driver_memory or "1g", "cpu_count": psutil.cpu_count(),
+              "cold": cold, "results": results}
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

@@ -408,8 +408,11 @@ def _refresh_state(
         plus = _write_instances(spark, paths, seg, frame.where(F.col("plus").isNotNull()).select("plus.*"),
                                 new_rows, partitions)
         minus_heads = frame.where(F.col("minus").isNotNull()).select("minus.*")
+        # the replaced instances' entries: one filtered scan of the state's, kept for the two
+        # readers below (their records and their group ids)
         minus_entries = read_entries(spark, paths, stored).join(
-            F.broadcast(minus_heads.select(ids, "snapshot_id")), [ids, "snapshot_id"], "left_semi")
+            F.broadcast(minus_heads.select(ids, "snapshot_id")), [ids, "snapshot_id"], "left_semi").cache()
+        cached.append(minus_entries)
         records = C.count_records(*plus, 1).unionByName(C.count_records(minus_heads, minus_entries, -1))
         records = records.unionByName(C.stat_records(frame, {
             name: F.col(name) for name in ("rows_read", "snapshots_read", "new", "updated", "matched")}))
