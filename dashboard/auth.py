@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import streamlit as st
 
@@ -18,7 +19,6 @@ from backend.config import Fleet, FleetConfigError, load_fleet
 from backend.store.location import default_fleet_file
 
 ACCESS_KEY = "_fleetview_access"
-NOTE_KEY = "_fleetview_login_note"
 POLICY_TTL_S = 60
 
 
@@ -74,10 +74,19 @@ def _is_logged_out(key: str, now: float) -> bool:
     return key in ended
 
 
-def _stop(title: str, message: str, *, icon: str = ":material/block:") -> None:
-    st.title(title)
-    st.error(message, icon=icon)
+def _only(draw: Callable[[], None]) -> NoReturn:
+    """Show one page instead of the app: a hidden one-page navigation replaces the sidebar's page links."""
+    st.navigation([st.Page(draw, title="Kafka fleet view", default=True)], position="hidden").run()
     st.stop()
+    raise AssertionError("st.stop() returns only outside a script run")
+
+
+def _stop(title: str, message: str) -> NoReturn:
+    def stopped() -> None:
+        st.title(title)
+        st.error(message, icon=":material/block:")
+
+    _only(stopped)
 
 
 def _plain(text: object) -> str:
@@ -96,33 +105,38 @@ def _provider_configured(provider: str | None) -> bool:
     return (provider in section) if provider else ("client_id" in section or "server_metadata_url" in section)
 
 
-def _login_page(provider: str | None) -> None:
+def _login_page(provider: str | None, note: str | None = None) -> NoReturn:
     """The login page: nothing of the fleet, one button."""
-    st.title("Kafka fleet view")
-    note = st.session_state.pop(NOTE_KEY, None)
-    if note:
-        st.info(note, icon=":material/schedule:")
-    st.write("Log in to see the clusters you have access to.")
-    if st.button("Log in", key="auth_login", type="primary", icon=":material/login:"):
-        if provider:
-            st.login(provider)
-        else:
-            st.login()
-    st.stop()
+
+    def login_page() -> None:
+        st.title("Kafka fleet view")
+        if note:
+            st.info(note, icon=":material/schedule:")
+        st.write("Log in to see the clusters you have access to.")
+        if st.button("Log in", key="auth_login", type="primary", icon=":material/login:"):
+            if provider:
+                st.login(provider)
+            else:
+                st.login()
+
+    _only(login_page)
 
 
-def _no_access_page(claims: dict[str, Any], fleet: Fleet, who: str) -> None:
-    st.title("No access")
+def _no_access_page(claims: dict[str, Any], fleet: Fleet, who: str) -> NoReturn:
     groups = sorted(user_groups(claims, fleet.auth))
     shown = ", ".join(_plain(g) for g in groups[:20]) + (f" and {len(groups) - 20} more" if len(groups) > 20 else "")
     reason = ("your groups may not log in to this fleet view" if not may_log_in(claims, fleet.auth)
               else "no cluster of this fleet view is granted to you")
-    st.error(f"You are logged in as {_plain(who)}, but {reason}. Ask an administrator to add you or one of your "
-             "groups to a cluster's `access` in the fleet file (see docs/auth.md).", icon=":material/lock:")
-    st.caption(f"Groups in your ID token ({', '.join(fleet.auth.groups_claims)}): {shown or 'none'}")
-    if st.button("Log out", key="auth_logout_denied", icon=":material/logout:"):
-        st.logout()
-    st.stop()
+
+    def no_access() -> None:
+        st.title("No access")
+        st.error(f"You are logged in as {_plain(who)}, but {reason}. Ask an administrator to add you or one of your "
+                 "groups to a cluster's `access` in the fleet file (see docs/auth.md).", icon=":material/lock:")
+        st.caption(f"Groups in your ID token ({', '.join(fleet.auth.groups_claims)}): {shown or 'none'}")
+        if st.button("Log out", key="auth_logout_denied", icon=":material/logout:"):
+            st.logout()
+
+    _only(no_access)
 
 
 def gate() -> Access:
@@ -130,7 +144,6 @@ def gate() -> Access:
     fleet, problem = policy()
     if fleet is None:
         _stop("Fleet file problem", f"The fleet file cannot be used, so nothing is shown: {_plain(problem)}")
-        raise AssertionError("unreachable")  # st.stop() raises
     address = st.get_option("server.address")
     exposure = decide_exposure(address, fleet.auth, insecure_requested())
     if not exposure.allowed:
@@ -154,9 +167,8 @@ def gate() -> Access:
     key = session_key(claims)
     if session_expired(claims, fleet.auth.max_session_hours, now) or _is_logged_out(key, now):
         st.session_state.pop(ACCESS_KEY, None)
-        st.session_state[NOTE_KEY] = (f"Your session has ended (sessions last {fleet.auth.max_session_hours:g} hours, "
-                                      "or you logged out). Log in again.")
-        _login_page(fleet.auth.provider)
+        _login_page(fleet.auth.provider, f"Your session has ended (sessions last {fleet.auth.max_session_hours:g} "
+                                         "hours, or you logged out). Log in again.")
     who = str(claims.get("email") or claims.get("preferred_username") or claims.get("name") or claims.get("sub") or "")
     roles = grants_for(claims, fleet)
     if not roles:
