@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, ValidationError, field_validator
 
 from backend.store.location import check_lake_text
 
@@ -310,7 +310,7 @@ class AuthSettings(_Strict):
     login; unset means no login, on loopback only.
     """
 
-    required: bool | None = None
+    required: StrictBool | None = None  # a TOML boolean: "yes" or "false" in quotes is refused
     # The [auth.<provider>] of secrets.toml to log in with; None: the settings directly under [auth].
     provider: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]{1,64}$")
     # Where the groups are in the ID token: a claim name or a dotted path ("realm_access.roles"); several allowed.
