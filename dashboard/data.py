@@ -7,7 +7,7 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from backend.store.location import default_fleet_file
+from backend.config import default_fleet_file
 from backend.views import config_views, fleet_views, frames, lakes
 
 SNAPSHOT_TTL_S = 15
