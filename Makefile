@@ -62,6 +62,7 @@ tests/oidc/node_modules/.package-lock.json: tests/oidc/package.json tests/oidc/p
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 typecheck: install-dev
 	$(VENV)/bin/mypy

@@ -11,18 +11,22 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, ValidationError, field_validator
 
-from backend.store.location import check_lake_text
+from backend.service_settings import ClientConfigSource, ServiceSettings
+from backend.store.location import ENV_LAKE, check_lake_text, resolve_lake
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 DEFAULT_SECRETS_FILE = ".streamlit/secrets.toml"
+ENV_FLEET = "FLEETVIEW_FLEET"
+DEFAULT_FLEET_FILE = "clusters.toml"
 _INLINE_SECRET_KEYS = {
     "password",
     "sasl_password",
@@ -349,6 +353,9 @@ class Fleet(_Strict):
     settings: Settings = Field(default_factory=Settings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     clusters: list[ClusterConfig] = Field(default_factory=list)
+    # `serve`: its ports and schedules, and the client-config sources it ingests (backend/service).
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    client_configs: list[ClientConfigSource] = Field(default_factory=list)
     source: str = ""
 
     def cluster(self, name: str) -> ClusterConfig:
@@ -414,12 +421,25 @@ def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.Pa
         for key, problem in cluster.combination_problems():
             raise FleetConfigError(f"{source}:{lines.find(index, key)}: cluster '{cluster.name}': key '{key}': {problem}")
 
+    _check_sources(fleet, seen, source, lines)
     if not resolve_secrets:
         return fleet
     secrets = _read_secrets(secrets_path if secrets_path is not None else fleet.settings.secrets_file, source)
     for index, cluster in enumerate(fleet.clusters):
         _resolve_secrets(cluster, secrets, index, source, lines)
     return fleet
+
+
+def _check_sources(fleet: Fleet, clusters: dict[str, int], source: str, lines: _KeyLines) -> None:
+    labels: dict[str, int] = {}
+    for index, entry in enumerate(fleet.client_configs):
+        where = f"{source}:{lines.table_start('client_configs', index)}: client_configs #{index + 1}"
+        if entry.cluster and entry.cluster not in clusters:
+            raise FleetConfigError(f"{where}: key 'cluster': no [[clusters]] entry is named '{entry.cluster}'")
+        if entry.label in labels:
+            raise FleetConfigError(f"{where}: key 'name': '{entry.label}' is used by client_configs "
+                                   f"#{labels[entry.label] + 1} too; give each source its own name")
+        labels[entry.label] = index
 
 
 def _refuse_inline_secrets(table: dict[str, Any], index: int | None, source: str, lines: _KeyLines) -> None:
@@ -473,6 +493,12 @@ def _describe(exc: ValidationError, raw: dict[str, Any], source: str, lines: _Ke
             key_parts = loc[1:]
         elif loc and loc[0] == "auth" and len(loc) > 1:
             where, key_parts = "auth", loc[1:]
+        elif loc and loc[0] == "client_configs" and len(loc) > 1 and loc[1].isdigit():
+            where = f"client_configs #{int(loc[1]) + 1}"
+            key = ".".join(loc[2:]) or "(table)"
+            messages.append(f"{source}:{lines.table_start('client_configs', int(loc[1]))}: {where}: key '{key}': "
+                            + ("unknown key" if error["type"] == "extra_forbidden" else error["msg"]))
+            continue
         key = ".".join(key_parts) if key_parts else "(table)"
         text = error["msg"]
         if error["type"] == "extra_forbidden":
@@ -545,12 +571,15 @@ class _KeyLines:
     def __init__(self, text: str) -> None:
         self._entries: list[tuple[int | None, str, int]] = []
         self._starts: dict[int, int] = {}
+        self._table_starts: dict[str, list[int]] = {}
         cluster: int | None = None
         table = ""
         for lineno, line in enumerate(text.splitlines(), start=1):
             header = self._HEADER.match(line)
             if header:
                 name = header.group(1).replace('"', "")
+                if line.lstrip().startswith("[["):
+                    self._table_starts.setdefault(name, []).append(lineno)
                 if line.lstrip().startswith("[[") and name == "clusters":
                     cluster = 0 if cluster is None else cluster + 1
                     self._starts[cluster] = lineno
@@ -580,8 +609,41 @@ class _KeyLines:
                 return lineno
         return self.cluster_start(cluster)
 
+    def table_start(self, table: str, index: int) -> int | str:
+        """The line of the index-th [[table]] header, or '?' when unknown."""
+        starts = self._table_starts.get(table, [])
+        return starts[index] if index < len(starts) else "?"
+
     def cluster_start(self, cluster: int | None) -> int | str:
         """The line of the cluster's [[clusters]] header, or '?' when unknown."""
         if cluster is None:
             return "?"
         return self._starts.get(cluster, "?")
+
+
+def default_fleet_file(environ: Mapping[str, str] | None = None) -> str | None:
+    """The fleet file in use when none is named: $FLEETVIEW_FLEET, else ./clusters.toml when it exists."""
+    env = os.environ if environ is None else environ
+    path = env.get(ENV_FLEET) or DEFAULT_FLEET_FILE
+    return path if Path(path).is_file() else None
+
+
+def configured_lake(
+    explicit: str | None = None,
+    *,
+    fleet_file: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The lake for every CLI and the UI: --lake, $FLEETVIEW_LAKE, the fleet file's lake_path, else ./lake.
+
+    The fleet file is the one named, else $FLEETVIEW_FLEET or ./clusters.toml when present; it is read only
+    when neither the flag nor the environment decides (a broken one raises its FleetConfigError).
+    """
+    env = os.environ if environ is None else environ
+    if (explicit and explicit.strip()) or (env.get(ENV_LAKE) or "").strip():
+        return resolve_lake(explicit, environ=env)
+    path = fleet_file or default_fleet_file(env)
+    lake_path = None
+    if path:  # the fleet file decides only when flag and env are silent
+        lake_path = load_fleet(path).settings.lake_path
+    return resolve_lake(None, fleet_lake_path=lake_path, environ=env)

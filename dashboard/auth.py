@@ -15,8 +15,7 @@ import streamlit as st
 from backend.auth.exposure import decide_exposure, insecure_requested
 from backend.auth.grants import Role, grants_for, may_log_in, operates_all, user_groups
 from backend.auth.session import session_expired, session_expires_at, session_key
-from backend.config import Fleet, FleetConfigError, load_fleet
-from backend.store.location import default_fleet_file
+from backend.config import Fleet, FleetConfigError, default_fleet_file, load_fleet
 
 ACCESS_KEY = "_fleetview_access"
 POLICY_TTL_S = 60

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.auth.scope import Scope, scope_for
-from backend.store.location import default_fleet_file
+from backend.config import default_fleet_file
 from backend.views import config_views, fleet_views, frames, lakes
 from dashboard import auth
 

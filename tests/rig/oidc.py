@@ -17,7 +17,7 @@ from tests.rig.procs import LOG_FILES, REPO, RigError, free_port, log_tail
 
 OIDC_DIR = REPO / "tests" / "oidc"
 CLIENT_ID = "fleetview"
-CLIENT_SECRET = "fleetview-test-client-secret"  # noqa: S105 - a test provider's client, on 127.0.0.1 only
+CLIENT_SECRET = "fleetview-test-client-secret"  # a test provider's client, on 127.0.0.1 only
 
 
 def provider_installed() -> bool:

@@ -24,7 +24,7 @@ GRANTED = ("prod-eu", "prod-us")
 # Topic names found only on clusters the viewer may not see (client ids of the granted ones reuse words such as
 # "billing" or "telemetry"); every topic id of those clusters is checked too.
 HIDDEN_TOPICS = ("etl.events", "scratch")
-COOKIE_SECRET = "fleetview-login-test-cookie-secret"  # noqa: S105 - signs the test server's cookies only
+COOKIE_SECRET = "fleetview-login-test-cookie-secret"  # signs the test server's cookies only
 USERS: dict[str, dict[str, Any]] = {
     # view on prod-eu (group) and prod-us (group and, again, by e-mail: grants combine)
     "viewer": {"email": "viewer@example.com", "email_verified": True, "name": "Vera Viewer", "groups": ["team-eu"]},
