@@ -72,5 +72,6 @@ def fleet_auth(fleet_file: str | os.PathLike[str] | None) -> AuthSettings:
 
 
 def ui_environment(insecure_no_login: bool) -> dict[str, str]:
-    """Environment for the UI process a command starts: tells the app that --insecure-no-login was given."""
-    return {ENV_INSECURE: "1"} if insecure_no_login else {}
+    """Environment for the UI process a command starts: whether --insecure-no-login was given (always set, so a
+    value inherited from the caller's shell never stands in for the flag)."""
+    return {ENV_INSECURE: "1" if insecure_no_login else "0"}
