@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.auth.exposure import INSECURE_FLAG, decide_exposure, ui_environment
+from backend.auth.exposure import INSECURE_FLAG, decide_exposure, is_loopback, ui_environment
 from backend.config import AuthSettings
 from backend.demo.procs import ManagedProcess
 from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
@@ -189,7 +189,8 @@ def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state
         state.processes.append(ui)
         shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0", "::", "") else args.address
         print(f"  ui: http://{shown}:{args.port}  (pid {ui.pid}, log {ui.log})"
-              + ("  -- NO LOGIN: anyone who reaches it sees every cluster" if exposure.banner else ""), flush=True)
+              + ("  -- NO LOGIN: anyone who reaches it sees every cluster" if not is_loopback(args.address) else ""),
+              flush=True)
 
     analyzer = threading.Thread(target=_analysis_loop, args=(args, config, lake, logs, state), name="demo-analysis", daemon=True)
     analyzer.start()
