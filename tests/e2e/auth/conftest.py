@@ -68,7 +68,7 @@ class LabLake:
 
 @pytest.fixture(scope="module")
 def lab_lake(zookeeper: ZooKeeperServer, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabLake]:
-    """Two polls of lab.toml's seven clusters (a topic recreated in between), 300 clients' configs, one analysis."""
+    """Two polls of lab.toml's seven clusters (a topic recreated in between), 120 clients' configs, one analysis."""
     from backend.collect.poller import run_poller
     from backend.configs.ingest import ingest_sink
     from backend.lab.clientgen import push_client_fleet
@@ -83,7 +83,7 @@ def lab_lake(zookeeper: ZooKeeperServer, spark: Any, tmp_path_factory: pytest.Te
         fleet_file = lab.write_fleet_file(root / "lab-clusters.toml")
         fleet = load_fleet(fleet_file, secrets_path=root / "no-secrets.toml")
         lake = root / "lake"
-        _, outcomes = push_client_fleet(lab, 300, seed=20)
+        _, outcomes = push_client_fleet(lab, 120, seed=20)
         assert any(o.status == "accepted" for o in outcomes)
         run_poller(fleet, str(lake), once=True)
         lab.recreate_topic("prod-eu", "payments")
