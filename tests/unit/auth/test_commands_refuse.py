@@ -61,3 +61,11 @@ def test_demo_refuses_a_non_loopback_ui_before_starting_anything(tmp_path: Path)
     assert done.returncode == 2, done.stderr
     assert "refusing to serve the UI on 0.0.0.0 without login" in done.stderr
     assert not (tmp_path / "lake").exists() and not (tmp_path / "lab").exists()
+
+
+def test_the_metrics_endpoints_bind_loopback_by_default() -> None:
+    from backend.service_settings import ServiceSettings
+
+    poll = build_parser().parse_args(["poll", "--config", "x.toml", "--metrics-port", "0"])
+    assert poll.metrics_host == "127.0.0.1"  # no login there: docs/auth.md
+    assert ServiceSettings().metrics_address == "127.0.0.1" and ServiceSettings().ui_address == "127.0.0.1"
