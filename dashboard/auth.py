@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,17 +61,35 @@ def policy() -> tuple[Fleet | None, str | None]:
     return _load_policy(str(Path(path).resolve()), (info.st_mtime_ns, info.st_size))
 
 
+# Streamlit's identity cookie lives 30 days: a logged-out login need not be remembered longer.
+COOKIE_LIFETIME_S = 30 * 86400
+
+
+class _LoggedOut:
+    """Logins ended with Log out in this server process (shared by every session): session key -> forget after."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until: dict[str, float] = {}
+
+    def add(self, key: str, now: float) -> None:
+        with self._lock:
+            self._until[key] = now + COOKIE_LIFETIME_S
+
+    def holds(self, key: str, now: float) -> bool:
+        with self._lock:
+            for stale in [k for k, until in self._until.items() if until < now]:
+                del self._until[stale]
+            return key in self._until
+
+
 @st.cache_resource(show_spinner=False)
-def _logged_out() -> dict[str, float]:
-    """Logins ended with Log out in this server process: session key -> when it would have expired anyway."""
-    return {}
+def _logged_out() -> _LoggedOut:
+    return _LoggedOut()
 
 
 def _is_logged_out(key: str, now: float) -> bool:
-    ended = _logged_out()
-    for stale in [k for k, until in ended.items() if until < now]:
-        ended.pop(stale, None)
-    return key in ended
+    return _logged_out().holds(key, now)
 
 
 def _only(draw: Callable[[], None]) -> NoReturn:
@@ -209,6 +228,7 @@ def logout_button() -> None:
         return
     st.caption(f":material/person: {_plain(access.user)}")
     if st.button("Log out", key="auth_logout", width="stretch", icon=":material/logout:"):
-        _logged_out()[access.key] = access.expires_at
+        _logged_out().add(access.key, time.time())
         st.session_state.pop(ACCESS_KEY, None)
         st.logout()
+        st.stop()  # the browser is sent away; draw nothing more

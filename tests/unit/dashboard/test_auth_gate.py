@@ -175,3 +175,17 @@ def test_a_broken_fleet_file_shows_nothing(gated: Open, tmp_path: Path, monkeypa
     app.run()
     assert [t.value for t in app.title] == ["Fleet file problem"] and str(broken) in app.error[0].value
     assert not app.dataframe
+
+
+def test_after_log_out_the_same_login_is_refused(gated: Open) -> None:
+    app = gated({**EU_USER, "nonce": "n-logout-test"})
+    old = dict(app.user)
+    app.sidebar.button(key="auth_logout").click().run()
+    app.run()  # in a browser, st.logout() redirects; here the next run is the logged-out one
+    assert app.button(key="auth_login")
+    app.user = old  # the same login presented again, as a copied cookie would
+    app.run()
+    assert app.button(key="auth_login") and "Your session has ended" in app.info[0].value
+    app.user = {**old, "nonce": "n-a-new-login", "iat": old["iat"] + 1}
+    app.run()
+    assert app.dataframe  # a new login is let in
