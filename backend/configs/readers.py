@@ -297,16 +297,12 @@ def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawI
     items = []
     for start, kind, thread, stamp, entries, unparsed, truncated in blocks:
         version = _find_version(lines, start, thread)
+        # The header names the client (a 4.1+ consumer logs share.* keys too): never inferred from keys.
+        client_type = _KIND_TO_TYPE[kind]
         configs = []
-        keys = set()
         for key, raw in entries:
-            client_type = _KIND_TO_TYPE[kind]
             value, typ = _java_value(raw, known_type(key, client_type))
             configs.append({"key": key, "value": value, "type": typ, "is_default": False})
-            keys.add(key)
-        client_type = _KIND_TO_TYPE[kind]
-        if client_type == "consumer" and keys & {"share.acquire.mode", "share.acknowledgement.mode"}:
-            client_type = "share_consumer"
         values = {c["key"]: c["value"] for c in configs}
         bootstrap = values.get("bootstrap.servers") or values.get("application.server") or "unknown"
         seed = f"{file.resolve()}:{start + 1}:{values.get('client.id')}"
