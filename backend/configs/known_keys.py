@@ -75,6 +75,11 @@ def _spans() -> dict[str, dict[str, list[list[str]]]]:
     return clients
 
 
+def release_key(release: str) -> tuple[int, ...]:
+    """Sort key of a release line such as "3.9"."""
+    return tuple(int(p) for p in release.split("."))
+
+
 def releases() -> tuple[str, ...]:
     """The release lines the table was built from, oldest first ("2.8", ..., "4.4")."""
     found = table()["releases"]
