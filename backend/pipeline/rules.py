@@ -67,7 +67,7 @@ RULES: tuple[Rule, ...] = (
          DOC + "#producerconfigs_max.in.flight.requests.per.connection",
          ("enable.idempotence", "max.in.flight.requests.per.connection"), ("producer", "streams"),
          "{str:enable.idempotence} = 'true' AND {num:max.in.flight.requests.per.connection} > 5",
-         versions=JAVA_REFUSES),
+         versions=JAVA_REFUSES + " (2.8 logs its config first)"),
     Rule("CC003", "warning", "Producer retries disabled",
          "retries=0 turns every transient error (leader change, timeout) into a lost send; since 3.0 it "
          "also turns the Java producer's default idempotence off. Producers only: the `retries` a Streams "

@@ -80,11 +80,26 @@ def unused_bootstrap() -> str:
     return f"127.0.0.1:{free_port()}"
 
 
-def run_clients(classes: Path, version: str, setup: str, specs: list[str], workdir: Path) -> ClientRun:
-    """Build and close the clients of ``specs`` (``TYPE;NAME;key=value;...``) with one logging setup."""
+def known_keys_jars(version: str) -> list[Path]:
+    """kafka-clients, kafka-streams and slf4j-api of one release, from .cache/known-keys (no other dependency)."""
+    jars = [KNOWN_KEYS_JARS / f"kafka-clients-{version}.jar", KNOWN_KEYS_JARS / f"kafka-streams-{version}.jar",
+            *sorted(KNOWN_KEYS_JARS.glob("slf4j-api-*.jar"))[-1:]]
+    missing = [j for j in jars if not j.is_file()]
+    if missing or len(jars) < 3:
+        raise RigError(f"{missing or 'slf4j-api'} missing in {KNOWN_KEYS_JARS}. Run `make client-jars` first.")
+    return jars
+
+
+def run_clients(classes: Path, version: str, setup: str, specs: list[str], workdir: Path,
+                jars: list[Path] | None = None) -> ClientRun:
+    """Build and close the clients of ``specs`` (``TYPE;NAME;key=value;...``) with one logging setup.
+
+    The client jars are ``client_libs(version)`` unless ``jars`` names others.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"clients-{version}-{setup}.log"
-    classpath = [str(classes), f"{client_libs(version)}/*", f"{logging_libs(setup)}/*"]
+    libs = [str(j) for j in jars] if jars is not None else [f"{client_libs(version)}/*"]
+    classpath = [str(classes), *libs, f"{logging_libs(setup)}/*"]
     if setup == "slf4j-simple":
         props = [f"-Dorg.slf4j.simpleLogger.logFile={log}"]
     elif setup == "log4j2":

@@ -21,7 +21,7 @@ import pytest
 from backend.configs.ingest import IngestResult, ingest_java_log
 from backend.pipeline.job import run_analysis
 from backend.store.tables import read_table
-from tests.rig.clients import LOGGINGS, ClientRun, compile_real_clients, run_clients, unused_bootstrap
+from tests.rig.clients import LOGGINGS, ClientRun, run_clients, unused_bootstrap
 
 VERSIONS = ("3.9.2", "4.3.1")
 BOTH = frozenset(VERSIONS)
@@ -161,10 +161,10 @@ def _name(client_id: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def fleet(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+def fleet(spark: Any, real_clients_classes: Path, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     assert spark is not None  # the shared session; run_analysis reuses it
     work = tmp_path_factory.mktemp("real-clients")
-    classes = compile_real_clients(work / "classes")
+    classes = real_clients_classes
     lake = str(work / "lake")
     runs, ingests = {}, {}
     for version in VERSIONS:
