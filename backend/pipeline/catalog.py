@@ -34,8 +34,9 @@ def render_rules_markdown() -> str:
         "An instance rule fires only when every key it names was reported."),
         "",
         ("*Client versions* says which clients can report what a rule describes, checked against real "
-        "Apache Kafka Java clients 2.8–4.4 built from their jars (`tests/clients/RealClients.java`; the "
-        "3.9.2 and 4.3.1 cases run in `tests/integration/configs/test_real_client_logs.py`). A rule about a "
+        "Apache Kafka Java clients 2.8–4.4 built from their jars (`tests/clients/RealClients.java`: every "
+        "release in `tests/integration/configs/test_rules_against_real_clients.py`, and the rules that fire on "
+        "the logs of 3.9.2 and 4.3.1 clients in `test_real_client_logs.py`). A rule about a "
         "combination the Java client refuses at construction still matters: librdkafka and other "
         "clients push their configs too, and `.properties` files hold what an application asked for."),
         "",
