@@ -12,17 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
-from backend.collect.lakeio import (
-    MISSING_BROKER_ERROR,
-    FleetWriter,
-    load_previous_state,
-)
-from backend.collect.model import (
-    BrokerSnapshot,
-    ClusterSnapshot,
-    FleetPoll,
-    TopicSnapshot,
-)
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
 from backend.collect.validate import sanitize_snapshot, summarize
@@ -36,7 +25,16 @@ from backend.kafka.admin import (
     TopicListing,
 )
 from backend.kafka.zk import ZkView, read_zookeeper
+from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, LakeError, new_poll_id
+from backend.store.model import (
+    MISSING_BROKER_ERROR,
+    BrokerSnapshot,
+    ClusterSnapshot,
+    FleetPoll,
+    TopicSnapshot,
+)
+from backend.store.snapshots import load_previous_state
 
 log = logging.getLogger(__name__)
 
@@ -463,6 +461,16 @@ def checked(snapshot: ClusterSnapshot, cluster: ClusterConfig) -> ClusterSnapsho
     return snapshot
 
 
+def _sleep(stop: threading.Event, wake: threading.Event | None, seconds: float) -> None:
+    if wake is None:
+        stop.wait(seconds)
+        return
+    until = time.monotonic() + seconds
+    while not stop.is_set() and not wake.is_set() and (left := until - time.monotonic()) > 0:
+        wake.wait(min(left, 0.25))
+    wake.clear()
+
+
 def run_poller(
     fleet: Fleet,
     lake: Lake | str,
@@ -473,8 +481,14 @@ def run_poller(
     stop: threading.Event | None = None,
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
+    wake: threading.Event | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> FleetPoll | None:
-    """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention."""
+    """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention.
+
+    ``stop`` ends the loop after the cycle in progress (its write included); ``wake`` starts the next cycle
+    at once (and is cleared); ``on_start`` is called as each cycle begins.
+    """
     lake = lake if isinstance(lake, Lake) else Lake(lake)
     interval_s = interval_s if interval_s is not None else fleet.settings.poll_interval_s
     if interval_s <= 0:
@@ -487,6 +501,8 @@ def run_poller(
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
+        if on_start is not None:
+            on_start()
         last = poll_fleet(fleet, previous, clients=clients, prober=prober)
         try:
             result = writer.write(last)
@@ -497,6 +513,7 @@ def run_poller(
             # ValueError/TypeError: a row Arrow refused (ArrowInvalid/ArrowTypeError); the next
             # cycle still runs (values are validated in poll_fleet, so this is a bug, not data).
             log.error("writing poll %s to %s failed: %s", last.poll_id, lake.location, exc)
+            last.write_error = f"writing the poll to the lake failed: {exc}"
             if once:
                 raise
         for snapshot in last.clusters:
@@ -506,7 +523,7 @@ def run_poller(
             on_poll(last)
         if once:
             break
-        stop.wait(max(0.0, interval_s - (time.monotonic() - cycle_start)))
+        _sleep(stop, wake, max(0.0, interval_s - (time.monotonic() - cycle_start)))
     if last is not None:
         try:
             writer.close(last.polled_at)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.config import configured_lake
 from backend.configs.ingest import (
     IngestResult,
     ingest_java_log,
@@ -12,7 +13,7 @@ from backend.configs.ingest import (
     ingest_sink,
     ingest_topic,
 )
-from backend.store.location import LAKE_HELP, configured_lake
+from backend.store.location import LAKE_HELP
 
 
 def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,8 +7,9 @@
 2. The alerts that fired fetch the values they show (``observed_json``) and the group.id from
    the same entries with joins on (instance, key): strings never enter an aggregation buffer.
 
-A ``{str:k}`` placeholder may only be compared with literals (``=``, ``<>``, ``IN``, ``NOT IN``):
-then "equal to none of the literals" is all a condition can tell, which the code 0 keeps.
+A ``{str:k}`` placeholder may only be compared with literals (``=``, ``<>``, ``IN``, ``NOT IN``,
+after a ``coalesce`` with a literal too) or tested for null: then "equal to none of the
+literals" is all a condition can tell, which the code 0 keeps.
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ ALERT_FIELDS = ("alert_id", "rule_id", "severity", "title", "cluster_id", "clien
                 "client_id", "group_id", "client_type", "keys", "observed_json", "explanation",
                 "doc_url")
 _LITERAL = r"'([^'\\]*)'"
-_COMPARED = re.compile(
-    r"\{str:([A-Za-z0-9_.\-]+)\}\s*(?:(?:=|<>|!=)\s*" + _LITERAL
-    + r"|(?:NOT\s+)?IN\s*\(\s*(" + _LITERAL + r"(?:\s*,\s*" + _LITERAL + r")*)\s*\))", re.IGNORECASE)
+_TEXT = "\u00a7"  # stands in for a {str:k} placeholder while a condition is checked
+# The contexts a {str:k} may appear in: compared with literals for equality, tested for null,
+# or given a literal default by coalesce (which keeps it comparable the same way).
+_DEFAULTED = re.compile(r"coalesce\(\s*" + _TEXT + r"\s*,\s*" + _LITERAL + r"\s*\)", re.IGNORECASE)
+_ALLOWED = re.compile(
+    _TEXT + r"\s*(?:(?:=|<>|!=)\s*" + _LITERAL + r"|(?:NOT\s+)?IN\s*\(\s*" + _LITERAL
+    + r"(?:\s*,\s*" + _LITERAL + r")*\s*\)|IS\s+(?:NOT\s+)?NULL)", re.IGNORECASE)
 _NONE_OF_THEM = "\\u0000"  # stands for a value equal to none of a key's literals (SQL escape of NUL)
 
 
@@ -57,12 +62,12 @@ def _plan(rules: tuple[Rule, ...]) -> _Plan:
             keys.add(key)
             if kind == "num":
                 numeric.add(key)
-        compared = _COMPARED.findall(condition)
-        if len(compared) != condition.count("{str:"):
+            elif kind == "str":  # every literal of the condition: more codes than needed is harmless
+                literals.setdefault(key, set()).update(re.findall(_LITERAL, condition))
+        masked = _DEFAULTED.sub(_TEXT, _PLACEHOLDER.sub(
+            lambda m: _TEXT if m.group(1) == "str" else m.group(0), condition))
+        if _TEXT in _ALLOWED.sub("", masked):
             raise ValueError(f"{rule.id}: {{str:k}} may only be compared with literals: {condition}")
-        for key, single, listed, *_ in compared:
-            found = [single] if not listed else re.findall(_LITERAL, listed)
-            literals.setdefault(key, set()).update(found)
     return _Plan(rules, tuple(sorted(keys)), frozenset(numeric),
                  {k: tuple(sorted(v)) for k, v in sorted(literals.items())})
 

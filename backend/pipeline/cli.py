@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend.store.location import LAKE_HELP, configured_lake
+from backend.config import configured_lake
+from backend.store.location import LAKE_HELP
 
 
 def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:

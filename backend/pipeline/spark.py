@@ -111,6 +111,9 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *
         .config("spark.ui.retainedJobs", "100")
         .config("spark.ui.retainedStages", "100")
         .config("spark.sql.maxPlanStringLength", "200000")
+        # A task of the instance pass holds several small hash tables at once (one per join and
+        # group-by inside its partition); each takes at least one page, so pages are kept small.
+        .config("spark.buffer.pageSize", "2m")
     )
     if resolved is not None:
         builder = builder.master(resolved)

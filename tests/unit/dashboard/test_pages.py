@@ -30,7 +30,7 @@ TABLE_COLUMNS = {
     "compare_side": {"value", "prod-eu", "prod-us"},
     "client_configs_versions_table": {"client_software_name", "instances"},
     "alerts_table": {"severity", "rule", "evidence", "rationale"},
-    "alerts_by_rule": {"rule", "open", "clusters", "subjects", "longest"},
+    "alerts_by_rule": {"rule", "title", "open", "clusters", "subjects", "longest"},
     "alerts_resolved": {"rule", "resolved", "evidence_at_opening"},
     "client_configs_group_drift": {"group_id", "members", "value_counts_json"},
     "client_configs_shares": {"value", "reported as"},
@@ -188,6 +188,7 @@ def test_alerts_show_open_incidents_by_rule_then_resolved_ones_in_the_window(fix
     assert missing["for"].endswith(("d 0 h", "h", "min")) and missing["for"][0].isdigit()
     by_rule = _frame(app, "alerts_by_rule").set_index("rule")
     assert by_rule.loc["broker_missing", "open"] == 1 and by_rule.loc["broker_missing", "clusters"] == 1
+    assert by_rule.loc["producer_acks_zero", "title"] == "Producer with acks=0"  # the title beside the code
     assert [m.value for m in app.metric][:3] == ["2", "1", "0"]
     # The fixture's events are two days old: resolved, outside 24 hours, inside 7 days.
     assert not [f for f in app.dataframe if "resolved" in f.value.columns and (f.value["state"] == "resolved").any()]
@@ -225,8 +226,12 @@ def test_no_page_shows_a_sensitive_key_or_value(fixture_lake: Path, open_page: O
 def test_poll_now_starts_a_background_job_and_shows_its_outcome(
     fixture_lake: Path, open_page: OpenPage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Valid for the UI (which never resolves cluster passwords), refused by the poll CLI: the password is not set.
     broken = tmp_path / "clusters.toml"
-    broken.write_text("this is [not toml", encoding="utf-8")
+    broken.write_text('[[clusters]]\nname = "secured"\nbootstrap_servers = "127.0.0.1:9"\n'
+                      'security_protocol = "SASL_PLAINTEXT"\nsasl_mechanism = "PLAIN"\nsasl_username = "u"\n'
+                      'sasl_password_env = "FLEETVIEW_TEST_UNSET_PASSWORD"\n', encoding="utf-8")
+    monkeypatch.delenv("FLEETVIEW_TEST_UNSET_PASSWORD", raising=False)
     monkeypatch.setenv("FLEETVIEW_FLEET", str(broken))
     app = open_page(fixture_lake)
     app.button(key="app_poll").click().run()

@@ -85,3 +85,20 @@ def test_report_leaves_identity_keys_out_unless_asked_and_names_spellings(fixtur
     assert done.returncode == 0, done.stderr
     with_identity = out.read_text(encoding="utf-8")
     assert "<h3>client.id</h3>" in with_identity and "other (42 values)" in with_identity
+
+
+def test_a_scoped_report_names_no_other_cluster(fixture_lake: Path) -> None:
+    from backend.auth.scope import scope_for
+    from backend.views import frames
+    from tests.unit.dashboard.lake_fixture import CLUSTERS
+
+    scope = scope_for(["prod-eu"], frames.known_clusters(str(fixture_lake)))
+    text = build_drift_report(str(fixture_lake), ["prod-eu"], scope=scope)  # one cluster: the heatmap takes all pairs
+    assert "prod-eu" in text
+    others = ["prod-us", "staging", CLUSTERS["prod-us"]["id"], CLUSTERS["staging"]["id"]]
+    assert [o for o in others if o in text] == []
+    unscoped = build_drift_report(str(fixture_lake), ["prod-eu"])
+    assert "prod-us" in unscoped  # without a scope the heatmap pairs prod-eu with every cluster
+    with pytest.raises(ReportError) as caught:
+        build_drift_report(str(fixture_lake), ["prod-us"], scope=scope)
+    assert "prod-us" in str(caught.value) and "staging" not in str(caught.value)  # "known" lists only prod-eu

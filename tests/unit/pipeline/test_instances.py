@@ -158,9 +158,11 @@ def test_every_rule_case_on_features_equals_the_reference(spark: SparkSession) -
 
 
 def test_text_placeholders_compared_otherwise_are_refused() -> None:
-    ok = Rule("X1", "info", "t", "r", "https://x", ("a", "b"), condition="{str:a} NOT IN ('x', 'y') AND {str:b} = 'z'")
-    assert A._plan((ok,)).literals == {"a": ("x", "y"), "b": ("z",)}
-    for condition in ("{str:a} LIKE 'x%'", "{str:a} = {str:b}", "length({str:a}) > 3"):
+    ok = Rule("X1", "info", "t", "r", "https://x", ("a", "b"),
+              condition="{str:a} NOT IN ('x', 'y') AND coalesce({str:b}, 'z') <> 'w' AND {str:c} IS NOT NULL")
+    assert A._plan((ok,)).literals == {k: ("w", "x", "y", "z") for k in "abc"}
+    for condition in ("{str:a} LIKE 'x%'", "{str:a} = {str:b}", "length({str:a}) > 3", "'x' = {str:a}",
+                      "coalesce({str:a}, {str:b}) = 'x'", "{str:a} > 'm'"):
         with pytest.raises(ValueError, match="literals"):
             A._plan((Rule("X2", "info", "t", "r", "https://x", ("a", "b"), condition=condition),))
 

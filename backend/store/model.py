@@ -9,6 +9,7 @@ from typing import Any
 STATUSES = ("ok", "degraded", "down", "auth_failed", "misrouted")
 NO_DATA_STATUSES = frozenset({"down", "auth_failed"})
 PROVENANCES = ("reported", "zookeeper", "guessed", "unknown")
+MISSING_BROKER_ERROR = "not registered with the cluster"  # a broker ZooKeeper knows but the cluster does not list
 
 
 @dataclass(slots=True)
@@ -119,6 +120,8 @@ class FleetPoll:
     clusters: list[ClusterSnapshot]
     alerts: list[Alert]
     duration_ms: float
+    # Set by run_poller when writing the poll to the lake failed (the poll's data is then not in the lake).
+    write_error: str | None = None
 
     def cluster(self, name: str) -> ClusterSnapshot:
         """Return the snapshot of one cluster by name."""
