@@ -57,8 +57,8 @@ HEAD_SCHEMA = StructType([
 ])
 HEAD_FIELDS = tuple(HEAD_SCHEMA.fieldNames())
 assert HEAD_FIELDS[:len(INSTANCE_COLUMNS)] == INSTANCE_COLUMNS
-# One row per (instance, key) of the head snapshot; cluster and client type as that snapshot's
-# rows report them, so the count tables come straight from these rows.
+# One row per (instance, key) of the head snapshot, with the head's cluster and client type, so
+# the count tables come straight from these rows.
 ENTRY_SCHEMA = StructType([
     StructField("client_instance_id", StringType()),
     StructField("snapshot_id", StringType()),
@@ -72,7 +72,7 @@ ENTRY_SCHEMA = StructType([
 ])
 ENTRY_FIELDS = tuple(ENTRY_SCHEMA.fieldNames())
 # Of two different entries for one key in one snapshot, the smaller by these columns is kept.
-_ENTRY_ORDER = ("value", "raw_value", "type", "is_default", "cluster_id", "client_type")
+_ENTRY_ORDER = ("value", "raw_value", "type", "is_default")
 _TIE_ORDER = ("snapshot_id", *IDENTITY)  # of two heads at the same received_at, the greater wins
 
 
@@ -95,12 +95,20 @@ def _latest(candidates: DataFrame, per_instance: list[Column]) -> DataFrame:
     return at_top.alias("a").join(candidates.alias("b"), beaten, "left_anti").drop("_at")
 
 
-def instance_heads(rows: DataFrame) -> DataFrame:
-    """One head row per client instance (HEAD_SCHEMA) from client_configs rows.
+def snapshot_rows(rows: DataFrame) -> DataFrame:
+    """One row per snapshot (its instance, head columns and identity) with its row count ``_rows``.
+
+    Small (one row per snapshot read): the job caches it, as instance_heads reads it three times.
+    """
+    return rows.groupBy(*INSTANCE_COLUMNS).agg(F.count(F.lit(1)).alias("_rows"))
+
+
+def instance_heads(rows: DataFrame, snapshots: DataFrame | None = None) -> DataFrame:
+    """One head row per client instance (HEAD_SCHEMA) from client_configs rows (or their snapshot_rows).
 
     Latest = greatest (received_at, snapshot_id); identity columns from that snapshot.
     """
-    snapshots = rows.groupBy(*INSTANCE_COLUMNS).agg(F.count(F.lit(1)).alias("_rows"))
+    snapshots = snapshot_rows(rows) if snapshots is None else snapshots
     heads = _latest(snapshots, [F.sum("_rows").alias("rows_read"),
                                 F.count_distinct("snapshot_id").alias("snapshots_read")])
     return heads.select(*INSTANCE_COLUMNS, F.col("rows_read").cast("long"),
@@ -119,9 +127,11 @@ def head_entries(rows: DataFrame, heads: DataFrame, partitions: int) -> DataFram
     join on the heads, the group-by and joins on instance and key) runs inside them. Joins here
     are inner or outer joins, never semi/anti: Spark would push those below the shuffle.
     """
-    narrow = rows.select(IDS, "snapshot_id", "cluster_id", "client_type", "key",
-                         F.col("value").alias("raw_value"), "type", "is_default")
-    head = heads.select(IDS, "snapshot_id").repartition(partitions, IDS)
+    # key is never null (it is a join key below): said once here, so every reader of the shuffle
+    # filters alike and Spark shuffles the rows once for all of them
+    narrow = rows.where(F.col("key").isNotNull()).select(
+        IDS, "snapshot_id", "key", F.col("value").alias("raw_value"), "type", "is_default")
+    head = heads.select(IDS, "snapshot_id", "cluster_id", "client_type").repartition(partitions, IDS)
     picked = narrow.repartition(partitions, IDS).join(head.hint("shuffle_hash"), [IDS, "snapshot_id"])
     return _one_per_key(picked, partitions).select(*ENTRY_FIELDS)
 
@@ -137,8 +147,12 @@ def _one_per_key(rows: DataFrame, partitions: int) -> DataFrame:
     _ENTRY_ORDER. That small set is shuffled once more (by key) so both sides of its self-join
     read it rather than recompute it."""
     keys = [IDS, "key"]
-    repeated = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1).select(
-        *keys, F.lit(True).alias("_repeated"))
+    # The group-by also hashes every column (unused): it then reads the very shuffle the rows are
+    # joined from (Spark reuses an exchange only when its readers want the same columns), not a
+    # second, narrower shuffle of all the rows.
+    every = F.max(F.xxhash64(*rows.columns)).alias("_all")
+    repeated = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_n"), every).where(
+        (F.col("_n") > 1) & F.col("_all").isNotNull()).select(*keys, F.lit(True).alias("_repeated"))
     once = rows.join(repeated.hint("shuffle_hash"), keys, "left").where(F.col("_repeated").isNull())
     twice = _normalised(rows.join(repeated.hint("shuffle_hash"), keys).drop("_repeated").distinct())
     twice = twice.repartition(partitions, "key")

@@ -347,7 +347,9 @@ def _full_state(
 ) -> tuple[PipelineState, Instances, DataFrame | None, dict[str, int]]:
     """Rebuild the instance base (heads and entries), the tally and the too-old index."""
     base = f"base-{tag}"
-    heads, entries = _write_instances(spark, paths, base, I.instance_heads(rows), rows, partitions)
+    snapshots = I.snapshot_rows(rows).cache()
+    heads, entries = _write_instances(spark, paths, base, I.instance_heads(rows, snapshots), rows, partitions)
+    snapshots.unpersist()
     say("wrote the instance state")
     counted = F.lit(True)
     if window_days is not None:
@@ -383,8 +385,9 @@ def _refresh_state(
         evaluated = (spark.createDataFrame([], I.HEAD_SCHEMA), spark.createDataFrame([], I.ENTRY_SCHEMA))
         stats = {"instances": read_stats(paths, state.agg).get("instances", 0)}
     else:
-        new_heads = I.instance_heads(new_rows).cache()
-        cached.append(new_heads)
+        snapshots = I.snapshot_rows(new_rows).cache()
+        new_heads = I.instance_heads(new_rows, snapshots).cache()
+        cached += [snapshots, new_heads]
         # The state's heads of just these instances: a filtered scan of base + segments (the
         # ids are broadcast), then the latest of them per instance.
         summary.state_rows_scanned = state.base_rows + state.segment_rows
