@@ -382,11 +382,11 @@ FLOOR = r"""
 import inspect, sys
 import backend.pipeline.cli, backend.pipeline.job
 from backend.pipeline import spark as S
-if hasattr(S, "small_run_session"):
-    spark = S.small_run_session(sys.argv[1])
+if "short_lived" in inspect.signature(S.get_spark).parameters:  # the JVM options of a small analyze
+    spark = S.get_spark(sys.argv[1], short_lived=True)
 else:
     spark = S.get_spark(sys.argv[1])
-    S.size_session(spark, 0)
+S.size_session(spark, 0)
 spark.range(1).selectExpr("count(*)").collect()
 """
 
@@ -544,7 +544,7 @@ from backend.pipeline import instances as I
 from backend.pipeline.spark import get_spark, size_session
 from backend.store.config_schemas import spark_schema
 spark = get_spark(sys.argv[2])
-sized = size_session(spark, 0)
+sized = size_session(spark, 0, small=False)  # the plans of a run that is not small
 rows = spark.read.schema(spark_schema("client_configs")).parquet(sys.argv[1] + "/client_configs")
 heads = I.instance_heads(rows)
 print("== instance_heads ==")

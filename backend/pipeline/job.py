@@ -24,7 +24,7 @@ from backend.pipeline import instances as I
 from backend.pipeline import results as RS
 from backend.pipeline import rules as rules_mod
 from backend.pipeline import tally as C
-from backend.pipeline.spark import SMALL_RUN_BYTES, get_spark, size_session
+from backend.pipeline.spark import SMALL_RUN_BYTES, get_spark, jvm_flags, size_session
 from backend.pipeline.state_store import (
     BROKER_VERSIONS,
     COMPACT_FRACTION,
@@ -227,12 +227,13 @@ def run_analysis(
         say(f"full computation: {reason}")
     read_bytes = sum(sizes[f] for f in new_files)
     work_bytes = read_bytes + (paths.tree_bytes(STATE_DIR, LATEST) if not reason else 0)
-    small = short_lived and work_bytes <= SMALL_RUN_BYTES
-    spark = get_spark(master, short_lived=small)
+    spark = get_spark(master, short_lived=short_lived and work_bytes <= SMALL_RUN_BYTES)
     summary.files_processed = len(new_files)
     say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
-    sized = size_session(spark, read_bytes)
+    sized = size_session(spark, read_bytes, small=work_bytes <= SMALL_RUN_BYTES)
     summary.shuffle_partitions = sized.shuffle_partitions
+    if sized.small:
+        say("small run: no whole-stage code generation; JVM " + (" ".join(jvm_flags(spark)) or "as it is"))
     say(f"{sized.shuffle_partitions} shuffle partitions for {sized.input_bytes / 2**20:.1f} MiB on "
         f"{sized.cores} cores" + (" (set by $FLEETVIEW_SPARK_SHUFFLE_PARTITIONS)" if sized.overridden else ""))
     job_group = f"fleetview-analyze-{uuid.uuid4().hex}"

@@ -18,11 +18,14 @@ EXPANSION = 8
 TARGET_PARTITION_BYTES = 64 * 1024 * 1024
 MAX_PARTITIONS = 400
 BROADCAST_BYTES = 32 * 1024 * 1024  # count tables and instance-id lists are broadcast, never shuffled
-# A short-lived process (one `analyze` of a small lake, then exit) spends most of its time
-# starting the JVM and warming it up: C1 only and the serial GC start it faster. C1-only code is
-# slower at steady state, so only a run that reads little gets them, and never a session that
-# outlives one run (docs/spark.md, "Small runs").
-SMALL_RUN_BYTES = 1024 * 1024
+# A small run (a few hundred instances) spends most of its time starting the JVM and warming it
+# up. Up to SMALL_RUN_BYTES of input (and state), a run gets SMALL_RUN_PARTITIONS shuffle
+# partitions and no whole-stage code generation (compiling each stage's Java costs more than it
+# saves on so few rows); a short-lived process (one `analyze`, then exit) also starts its JVM
+# with C1 only and the serial GC. C1-only code is slower at steady state, so never a session
+# that outlives one run (docs/spark.md, "Small runs").
+SMALL_RUN_BYTES = 256 * 1024  # the synthetic benchmark fleet: about 10,000 instances
+SMALL_RUN_PARTITIONS = 2
 SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
@@ -36,29 +39,41 @@ class SizedSettings:
     advisory_partition_bytes: int
     broadcast_bytes: int
     overridden: bool = False
+    small: bool = False  # SMALL_RUN_PARTITIONS, and no whole-stage code generation
+
+    @property
+    def whole_stage_codegen(self) -> bool:
+        """Whole-stage code generation: on, except for a small run."""
+        return not self.small
 
 
-def sized_settings(input_bytes: int, cores: int, override: int | None = None) -> SizedSettings:
-    """Shuffle partitions = clamp(input × EXPANSION / 64 MiB, 2 × cores, 400); AQE coalesces what is too small."""
+def sized_settings(input_bytes: int, cores: int, override: int | None = None, *,
+                   small: bool | None = None) -> SizedSettings:
+    """Shuffle partitions = clamp(input × EXPANSION / 64 MiB, 2 × cores, 400); AQE coalesces what is too small.
+
+    A small run (``small``, by default input_bytes ≤ SMALL_RUN_BYTES) gets SMALL_RUN_PARTITIONS.
+    """
     cores = max(1, cores)
+    small = input_bytes <= SMALL_RUN_BYTES if small is None else small
     wanted = math.ceil(max(0, input_bytes) * EXPANSION / TARGET_PARTITION_BYTES)
-    partitions = min(MAX_PARTITIONS, max(2 * cores, wanted))
+    partitions = SMALL_RUN_PARTITIONS if small else min(MAX_PARTITIONS, max(2 * cores, wanted))
     if override is not None:
         partitions = override
     return SizedSettings(input_bytes, cores, partitions, TARGET_PARTITION_BYTES, BROADCAST_BYTES,
-                         override is not None)
+                         override is not None, small)
 
 
-def size_session(spark: SparkSession, input_bytes: int) -> SizedSettings:
+def size_session(spark: SparkSession, input_bytes: int, *, small: bool | None = None) -> SizedSettings:
     """Apply sized_settings to a session for the coming run, whatever its master; returns what was set.
 
     ``$FLEETVIEW_SPARK_SHUFFLE_PARTITIONS`` overrides the partition count.
     """
     raw = os.environ.get(PARTITIONS_ENV, "").strip()
     override = int(raw) if raw.isdigit() and int(raw) > 0 else None
-    sized = sized_settings(input_bytes, spark.sparkContext.defaultParallelism, override)
+    sized = sized_settings(input_bytes, spark.sparkContext.defaultParallelism, override, small=small)
     for key, value in (
         ("spark.sql.shuffle.partitions", sized.shuffle_partitions),
+        ("spark.sql.codegen.wholeStage", str(sized.whole_stage_codegen).lower()),
         ("spark.sql.adaptive.enabled", "true"),
         ("spark.sql.adaptive.coalescePartitions.enabled", "true"),
         ("spark.sql.adaptive.advisoryPartitionSizeInBytes", sized.advisory_partition_bytes),
@@ -69,6 +84,12 @@ def size_session(spark: SparkSession, input_bytes: int) -> SizedSettings:
     ):
         spark.conf.set(key, str(value))
     return sized
+
+
+def jvm_flags(spark: SparkSession) -> list[str]:
+    """The -XX options the driver JVM runs with, as the JVM reports them."""
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()  # type: ignore[union-attr]
+    return [str(arg) for arg in bean.getInputArguments() if str(arg).startswith("-XX:")]
 
 
 def resolve_master(master: str | None) -> str | None:

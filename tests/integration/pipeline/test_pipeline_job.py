@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 from backend.configs.ingest import ingest_sink
+from backend.pipeline import job
 from backend.pipeline.cli import add_analyze_arguments, run_analyze_command
 from backend.pipeline.job import SPARK_RESULTS, run_analysis
+from backend.pipeline.spark import SMALL_RUN_PARTITIONS
 from backend.store.config_schemas import arrow_schema
 from backend.store.tables import read_table
 from tests.unit.configs.helpers import SECRET_VALUES, cfg, lake_bytes_contain, record, secret_configs, write_jsonl
@@ -36,7 +39,8 @@ def _dist(lake: str) -> list[tuple[Any, ...]]:
                    r["total_instances"], round(r["share"], 12)) for r in rows)
 
 
-def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any) -> None:
+def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
     assert spark is not None  # the shared session; run_analysis reuses it
     sink, lake = tmp_path / "sink", str(tmp_path / "lake")
     write_jsonl(sink / "east" / "broker-1.jsonl", [_snapshot(i) for i in range(200)] + ["{oops"])
@@ -44,6 +48,9 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any) 
 
     first = run_analysis(lake)
     assert (first.files_processed, first.snapshots_read, first.instances) == (1, 200, 200)
+    # a small run: fewer partitions, no whole-stage code generation (the JVM is the test session's)
+    assert first.shuffle_partitions == SMALL_RUN_PARTITIONS
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
     assert first.records_read == 200 * KEYS_PER_SNAPSHOT
     assert first.quarantined == 1 and first.sensitive_dropped == 200 * 4
     for name in SPARK_RESULTS:
@@ -77,8 +84,12 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any) 
     assert "files processed:     0" in out and "(unchanged)" in out
     assert "sensitive dropped:   808" in out and "quarantined (total): 1" in out
 
+    # the same lake as if it were large: the sized settings, the same results
+    monkeypatch.setattr(job, "SMALL_RUN_BYTES", 0)
     full = run_analysis(lake, full=True)
     assert (full.files_processed, full.snapshots_read, full.instances) == (2, 202, 202)
+    assert full.shuffle_partitions == 2 * spark.sparkContext.defaultParallelism
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
     assert _dist(lake) == incremental
 
     for secret in SECRET_VALUES:

@@ -24,6 +24,7 @@ import pytest
 
 from backend.configs.ingest import ingest_sink
 from backend.pipeline.job import SPARK_RESULTS
+from backend.pipeline.spark import SHORT_RUN_JAVA_OPTIONS, SMALL_RUN_PARTITIONS
 from backend.store.tables import read_table
 from tests.conftest import free_port
 from tests.unit.configs.helpers import cfg, record, write_jsonl
@@ -132,12 +133,15 @@ def test_analyze_on_a_standalone_cluster_equals_local(spark_cluster: str, tmp_pa
     shutil.copytree(local, on_cluster)
     shutil.copytree(local, submitted)
 
-    _run([sys.executable, "-m", "backend", "analyze", "--lake", str(local), "--master", "local[2]"], tmp_path)
+    cold = _run([sys.executable, "-m", "backend", "analyze", "--lake", str(local), "--master", "local[2]"], tmp_path)
+    # a small lake in a process of its own: the JVM starts with the short-run options
+    assert "small run: no whole-stage code generation; JVM" in cold.stdout, cold.stdout
+    assert all(flag in cold.stdout for flag in SHORT_RUN_JAVA_OPTIONS.split()), cold.stdout
     done = _run([sys.executable, "-m", "backend", "analyze", "--lake", str(on_cluster), "--master", spark_cluster],
                 tmp_path)
     sized = re.search(r"(\d+) shuffle partitions for [\d.]+ MiB on (\d+) cores", done.stdout)
     assert sized, done.stdout  # sized for this master too, not Spark's 200
-    assert int(sized.group(1)) == 2 * int(sized.group(2)) < 200
+    assert int(sized.group(1)) == SMALL_RUN_PARTITIONS < 200  # a small lake
     _run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", spark_cluster, "--conf", "spark.executor.memory=1g",
           str(REPO / "spark_analyze.py"), "--lake", str(submitted)], tmp_path)
 

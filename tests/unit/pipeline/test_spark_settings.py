@@ -9,14 +9,22 @@ from typing import Any
 import pytest
 
 from backend.pipeline import job, state_store
-from backend.pipeline.spark import MAX_PARTITIONS, PARTITIONS_ENV, size_session, sized_settings
+from backend.pipeline.spark import (
+    MAX_PARTITIONS,
+    PARTITIONS_ENV,
+    SMALL_RUN_BYTES,
+    SMALL_RUN_PARTITIONS,
+    size_session,
+    sized_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("input_bytes", "cores", "expected"), [
-    (0, 2, 4),                       # nothing to read: one partition pair per core
-    (10 * 2**20, 2, 4),              # the demo: a few MiB stay at 2 x cores
+    (0, 2, SMALL_RUN_PARTITIONS),    # nothing to read: a small run
+    (SMALL_RUN_BYTES, 64, SMALL_RUN_PARTITIONS),  # small whatever the cores
+    (10 * 2**20, 2, 4),              # a few MiB: 2 x cores
     (400 * 2**20, 2, 50),            # 400 MiB of Parquet x 8 / 64 MiB
     (400 * 2**20, 64, 128),          # a big cluster: never fewer than 2 x cores
     (100 * 2**30, 8, MAX_PARTITIONS),  # capped; AQE coalesces what is too small
@@ -34,6 +42,22 @@ def test_size_session_sets_the_sql_settings_and_honours_the_override(spark: Any,
     monkeypatch.setenv(PARTITIONS_ENV, "7")
     assert size_session(spark, 400 * 2**20).shuffle_partitions == 7
     assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+
+
+def test_small_inputs_get_the_small_run_settings_and_large_ones_do_not(spark: Any) -> None:
+    small, large = sized_settings(SMALL_RUN_BYTES, 2), sized_settings(SMALL_RUN_BYTES + 1, 2)
+    assert small.small and not small.whole_stage_codegen and small.shuffle_partitions == SMALL_RUN_PARTITIONS
+    assert not large.small and large.whole_stage_codegen and large.shuffle_partitions == 4
+    # the job decides on its input plus its state: a small read over a large state is not small
+    assert not sized_settings(0, 2, small=False).small
+    try:
+        size_session(spark, 0)
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
+        assert spark.conf.get("spark.sql.shuffle.partitions") == str(SMALL_RUN_PARTITIONS)
+    finally:
+        size_session(spark, 400 * 2**20)
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "50"
 
 
 def _imports(path: Path) -> set[str]:
