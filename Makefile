@@ -55,6 +55,7 @@ $(STAMPS)/kafka-%: tests/pom.xml
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 typecheck: install-dev
 	$(VENV)/bin/mypy

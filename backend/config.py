@@ -11,19 +11,22 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from backend.service.settings import ClientConfigSource, ServiceSettings
-from backend.store.location import check_lake_text
+from backend.service_settings import ClientConfigSource, ServiceSettings
+from backend.store.location import ENV_LAKE, check_lake_text, resolve_lake
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 DEFAULT_SECRETS_FILE = ".streamlit/secrets.toml"
+ENV_FLEET = "FLEETVIEW_FLEET"
+DEFAULT_FLEET_FILE = "clusters.toml"
 _INLINE_SECRET_KEYS = {
     "password",
     "sasl_password",
@@ -529,3 +532,31 @@ class _KeyLines:
         if cluster is None:
             return "?"
         return self._starts.get(cluster, "?")
+
+
+def default_fleet_file(environ: Mapping[str, str] | None = None) -> str | None:
+    """The fleet file in use when none is named: $FLEETVIEW_FLEET, else ./clusters.toml when it exists."""
+    env = os.environ if environ is None else environ
+    path = env.get(ENV_FLEET) or DEFAULT_FLEET_FILE
+    return path if Path(path).is_file() else None
+
+
+def configured_lake(
+    explicit: str | None = None,
+    *,
+    fleet_file: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The lake for every CLI and the UI: --lake, $FLEETVIEW_LAKE, the fleet file's lake_path, else ./lake.
+
+    The fleet file is the one named, else $FLEETVIEW_FLEET or ./clusters.toml when present; it is read only
+    when neither the flag nor the environment decides (a broken one raises its FleetConfigError).
+    """
+    env = os.environ if environ is None else environ
+    if (explicit and explicit.strip()) or (env.get(ENV_LAKE) or "").strip():
+        return resolve_lake(explicit, environ=env)
+    path = fleet_file or default_fleet_file(env)
+    lake_path = None
+    if path:  # the fleet file decides only when flag and env are silent
+        lake_path = load_fleet(path).settings.lake_path
+    return resolve_lake(None, fleet_lake_path=lake_path, environ=env)

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from backend.collect.checks import run_checks
-from backend.collect.lakeio import FleetWriter
-from backend.collect.model import Alert, BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store import readers
+from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store.stats import read_stats
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -25,11 +25,11 @@ from pathlib import Path
 import psutil
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from backend.collect.model import ClusterSnapshot
 from backend.collect.poller import DEFAULT_TOPIC_TABLES, forget_topic_rows, poll_cluster, poll_fleet
 from backend.config import Fleet, parse_fleet
 from backend.kafka.admin import AdminClientCache
 from backend.lab.faults import BrokerFaults, write_control_file
+from backend.store.model import ClusterSnapshot
 
 REPO = Path(__file__).resolve().parents[1]
 KCAT = shutil.which("kcat") or "kcat"

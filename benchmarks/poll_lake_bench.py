@@ -13,10 +13,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from backend.collect.lakeio import load_previous_state, write_fleet_poll
-from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store import readers
+from backend.store.fleet_writer import write_fleet_poll
 from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
+from backend.store.snapshots import load_previous_state
 
 
 def _poll(at: datetime, clusters: int, topics_per_cluster: int, generation: int) -> FleetPoll:

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
-from backend.store.location import default_fleet_file
 from backend.views import config_views, fleet_views, frames, lakes
 
 SNAPSHOT_TTL_S = 15

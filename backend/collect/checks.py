@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
-from backend.collect.model import Alert, BrokerSnapshot, ClusterSnapshot
+from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot
 
 KIP78_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-78%3A+Cluster+Id"
 KIP516_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-516%3A+Topic+Identifiers"

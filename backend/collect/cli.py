@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import TextIO
 
 from backend.collect.metrics import FleetMetrics, start_metrics_server
-from backend.collect.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
 from backend.collect.poller import run_poller
-from backend.config import FleetConfigError, load_fleet
+from backend.config import DEFAULT_FLEET_FILE, ENV_FLEET, FleetConfigError, load_fleet
 from backend.configs.sensitive import install_log_filter
-from backend.service.signals import stop_on_signals
+from backend.signals import stop_on_signals
 from backend.store.lake import LakeError
-from backend.store.location import DEFAULT_FLEET_FILE, ENV_FLEET, LAKE_HELP, resolve_lake
+from backend.store.location import LAKE_HELP, resolve_lake
+from backend.store.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
 
 
 def add_poll_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,8 +19,8 @@ from typing import Any
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from backend.collect.model import NO_DATA_STATUSES, STATUSES, FleetPoll
 from backend.store import readers
+from backend.store.model import NO_DATA_STATUSES, STATUSES, FleetPoll
 from backend.store.tables import read_table
 
 PREFIX = "kafka_fleet"

@@ -12,17 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
-from backend.collect.lakeio import (
-    MISSING_BROKER_ERROR,
-    FleetWriter,
-    load_previous_state,
-)
-from backend.collect.model import (
-    BrokerSnapshot,
-    ClusterSnapshot,
-    FleetPoll,
-    TopicSnapshot,
-)
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
 from backend.collect.validate import sanitize_snapshot, summarize
@@ -36,7 +25,16 @@ from backend.kafka.admin import (
     TopicListing,
 )
 from backend.kafka.zk import ZkView, read_zookeeper
+from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, LakeError, new_poll_id
+from backend.store.model import (
+    MISSING_BROKER_ERROR,
+    BrokerSnapshot,
+    ClusterSnapshot,
+    FleetPoll,
+    TopicSnapshot,
+)
+from backend.store.snapshots import load_previous_state
 
 log = logging.getLogger(__name__)
 

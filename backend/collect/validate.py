@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from backend.collect.model import PROVENANCES, STATUSES, BrokerSnapshot, ClusterSnapshot, TopicSnapshot
+from backend.store.model import PROVENANCES, STATUSES, BrokerSnapshot, ClusterSnapshot, TopicSnapshot
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 MAX_ID_CHARS = 256  # cluster ids, topic ids, versions, racks

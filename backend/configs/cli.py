@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 
+from backend.config import configured_lake
 from backend.configs.ingest import (
     IngestResult,
     ingest_java_log,
@@ -13,8 +14,8 @@ from backend.configs.ingest import (
     ingest_sink,
     ingest_topic,
 )
-from backend.service.signals import stop_on_signals
-from backend.store.location import LAKE_HELP, configured_lake
+from backend.signals import stop_on_signals
+from backend.store.location import LAKE_HELP
 
 
 def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,8 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from backend.config import configured_lake
 from backend.export.report import ReportError, build_drift_report
-from backend.store.location import LAKE_HELP, configured_lake
+from backend.store.location import LAKE_HELP
 
 REPORTS = ("drift",)
 

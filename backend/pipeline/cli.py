@@ -7,7 +7,8 @@ import sys
 import threading
 import time
 
-from backend.store.location import LAKE_HELP, configured_lake
+from backend.config import configured_lake
+from backend.store.location import LAKE_HELP
 
 
 def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +56,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     current and the next run does the work again (exit 143).
     """
     from backend.pipeline.job import run_analysis
-    from backend.service.signals import stop_on_signals
+    from backend.signals import stop_on_signals
 
     try:
         lake, master = _settings(args)

@@ -11,11 +11,11 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from backend.config import FleetConfigError, load_fleet
+from backend.config import DEFAULT_FLEET_FILE, ENV_FLEET, FleetConfigError, load_fleet
 from backend.service import status as st
-from backend.service.signals import stop_on_signals
 from backend.service.supervisor import ServicePlan, Supervisor
-from backend.store.location import DEFAULT_FLEET_FILE, ENV_FLEET, LAKE_HELP, LakeLocationError, parse_lake, resolve_lake
+from backend.signals import stop_on_signals
+from backend.store.location import LAKE_HELP, LakeLocationError, parse_lake, resolve_lake
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from backend.config import Fleet
-from backend.service.settings import ClientConfigSource
+from backend.service_settings import ClientConfigSource
 
 if TYPE_CHECKING:
     from backend.configs.ingest import IngestResult

@@ -18,7 +18,7 @@ from typing import Any
 
 from backend.config import Fleet, FleetConfigError, load_fleet
 from backend.service.channel import Channel
-from backend.service.signals import stop_on_signals
+from backend.signals import stop_on_signals
 from backend.store.location import resolve_lake
 
 log = logging.getLogger("backend.service.worker")
@@ -105,8 +105,8 @@ class Worker:
 def run_poll_worker(worker: Worker, fleet: Fleet, lake: str, interval_s: float | None) -> int:
     """Poll on the fleet's interval, serve the per-cluster metrics on a loopback port, report each cycle."""
     from backend.collect.metrics import FleetMetrics, start_metrics_server
-    from backend.collect.model import FleetPoll
     from backend.collect.poller import run_poller
+    from backend.store.model import FleetPoll
 
     metrics = FleetMetrics(lake)
     server = start_metrics_server(metrics, 0, "127.0.0.1")

@@ -7,15 +7,12 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
 DEFAULT_LAKE = "./lake"
 ENV_LAKE = "FLEETVIEW_LAKE"
-ENV_FLEET = "FLEETVIEW_FLEET"
-DEFAULT_FLEET_FILE = "clusters.toml"
 LAKE_HELP = ("lake path or URI (file://, s3a://, hdfs://); default: $FLEETVIEW_LAKE, else the fleet file's "
              "lake_path, else ./lake")
 _SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
@@ -93,13 +90,6 @@ def check_lake_text(location: str) -> None:
         raise LakeLocationError(f"unsupported lake URI scheme {match.group(1)!r} in {location!r}")
 
 
-def default_fleet_file(environ: Mapping[str, str] | None = None) -> str | None:
-    """The fleet file in use when none is named: $FLEETVIEW_FLEET, else ./clusters.toml when it exists."""
-    env = os.environ if environ is None else environ
-    path = env.get(ENV_FLEET) or DEFAULT_FLEET_FILE
-    return path if Path(path).is_file() else None
-
-
 def resolve_lake(
     explicit: str | None = None,
     *,
@@ -112,26 +102,3 @@ def resolve_lake(
         if candidate and str(candidate).strip():
             return str(candidate).strip()
     return DEFAULT_LAKE
-
-
-def configured_lake(
-    explicit: str | None = None,
-    *,
-    fleet_file: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> str:
-    """The lake for every CLI and the UI: --lake, $FLEETVIEW_LAKE, the fleet file's lake_path, else ./lake.
-
-    The fleet file is the one named, else $FLEETVIEW_FLEET or ./clusters.toml when present; it is read only
-    when neither the flag nor the environment decides (a broken one raises its FleetConfigError).
-    """
-    env = os.environ if environ is None else environ
-    if (explicit and explicit.strip()) or (env.get(ENV_LAKE) or "").strip():
-        return resolve_lake(explicit, environ=env)
-    path = fleet_file or default_fleet_file(env)
-    lake_path = None
-    if path:
-        from backend.config import load_fleet  # the fleet file decides only when flag and env are silent
-
-        lake_path = load_fleet(path).settings.lake_path
-    return resolve_lake(None, fleet_lake_path=lake_path, environ=env)

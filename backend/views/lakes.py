@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from backend.store.location import default_fleet_file, resolve_lake
+from backend.config import default_fleet_file
+from backend.store.location import resolve_lake
 
 DEFAULT_NAME = "default"
 _log = logging.getLogger(__name__)

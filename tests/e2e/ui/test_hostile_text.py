@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from backend.collect.checks import run_checks
-from backend.collect.lakeio import FleetWriter
-from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
+from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from tests.conftest import StreamlitServer, page_errors, wait_for_streamlit
 
 EVIL = "evil.invalid"

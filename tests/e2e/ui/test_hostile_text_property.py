@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backend.collect.checks import run_checks
-from backend.collect.lakeio import FleetWriter
-from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
+from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from tests.conftest import StreamlitServer, page_errors, wait_for_streamlit
 from tests.unit.dashboard.lake_fixture import write_result
 

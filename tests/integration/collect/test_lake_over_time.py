@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.collect.model import FleetPoll
 from backend.collect.poller import run_poller
 from backend.lab.fleet import LabFleet
 from backend.store import readers
 from backend.store.lake import Lake
+from backend.store.model import FleetPoll
 from backend.store.stats import read_stats
 from tests.integration.collect.conftest import fleet_from, lab_toml, settings_toml
 

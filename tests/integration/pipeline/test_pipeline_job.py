@@ -92,9 +92,9 @@ def _write_poll(lake: str, cluster_id: str, version: str) -> None:
     """One poll of one cluster whose brokers report a version, through the poller's writer."""
     from datetime import UTC, datetime
 
-    from backend.collect.lakeio import write_fleet_poll
-    from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll
+    from backend.store.fleet_writer import write_fleet_poll
     from backend.store.lake import Lake, new_poll_id, poll_id_time
+    from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll
 
     poll_id = new_poll_id(datetime.now(UTC))
     at = poll_id_time(poll_id)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from backend.collect import checks
-from backend.collect.model import Alert, BrokerSnapshot, ClusterSnapshot, TopicSnapshot
+from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot, TopicSnapshot
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from prometheus_client.core import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.collect.metrics import MAX_LABEL_CHARS, FleetMetrics
-from backend.collect.model import Alert, BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
+from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 
 AT = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 HOSTILE = '4.2.0 [upgrade](https://evil.example) "quoted"\nnewline\\' + "x" * 300

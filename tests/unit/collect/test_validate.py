@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend.collect.lakeio import write_fleet_poll
-from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.collect.validate import sanitize_snapshot
 from backend.store import readers
+from backend.store.fleet_writer import write_fleet_poll
 from backend.store.lake import Lake
+from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 
 
 def test_hostile_values_are_replaced_named_and_then_fit_the_schema(tmp_path: Path) -> None:

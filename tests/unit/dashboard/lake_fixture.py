@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from backend.collect.migrate import migrate_v1_if_needed
 from backend.store.config_schemas import arrow_schema
+from backend.store.fleet_writer import migrate_v1_if_needed
 from backend.store.lake import Lake
 
 SCHEMA_VERSION = 1

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from backend.collect.checks import run_checks
-from backend.collect.lakeio import FleetWriter
-from backend.collect.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store import readers
+from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store.stats import read_stats
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "lake_v1"

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from backend.config import configured_lake
 from backend.export.cli import add_export_arguments
 from backend.pipeline.cli import _settings, add_analyze_arguments
-from backend.store.location import configured_lake, parse_lake
+from backend.store.location import parse_lake
 from backend.views.lakes import configured_lakes
 
 ROOT = Path(__file__).resolve().parents[3]

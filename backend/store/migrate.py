@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
 
 import pandas as pd
 
-from backend.collect.model import Alert, FleetPoll
 from backend.store import state
 from backend.store.lake import Lake, LakeFile, poll_id_time
+from backend.store.model import Alert, FleetPoll
 from backend.store.readers import FleetState
 from backend.store.schemas import (
     BROKER_SNAPSHOTS,
@@ -29,6 +32,7 @@ from backend.store.schemas import (
     TOPIC_SNAPSHOTS,
     ZK_SNAPSHOTS,
 )
+from backend.store.snapshots import snapshots_from_state
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +45,30 @@ def needs_migration(lake: Lake) -> bool:
     return any(lake.days(t) for t in LEGACY_TABLES)
 
 
-def migrate_v1_if_needed(lake: Lake) -> bool:
-    """Migrate a v1 lake once (restarting from scratch if a previous migration was cut short)."""
-    if not needs_migration(lake):
-        return False
-    from backend.collect.lakeio import FleetWriter, snapshots_from_state
+class PollWriter(Protocol):
+    """What the replay needs of a fleet writer (backend.store.fleet_writer.FleetWriter, which calls migrate_v1)."""
 
+    manifest: dict[str, Any]
+
+    def write(self, poll: FleetPoll, *, status_rows: bool = True) -> object:
+        """Write one poll."""
+
+    def close(self, at: datetime) -> None:
+        """Flush what the writer holds."""
+
+
+def migrate_v1(lake: Lake, open_writer: Callable[[], PollWriter]) -> bool:
+    """Replay a v1 lake's polls through a writer that does not migrate (restarting if a previous migration was cut short).
+
+    `open_writer` is called once the v2 state is emptied, so the writer starts from nothing.
+    """
     log.warning("migrating the v1 lake %s to the v2 model", lake.location)
     for path in (lake.state_dir(), f"{lake.root}/{CHANGES}", f"{lake.root}/{INCIDENTS}"):
         try:
             lake.fs.delete_dir(path)
         except FileNotFoundError:
             pass
-    writer = FleetWriter(lake, migrate=False, flush_interval_s=0.0)
+    writer = open_writer()
     by_poll: dict[str, dict[str, list[LakeFile]]] = defaultdict(lambda: defaultdict(list))
     for table in (CLUSTER_SNAPSHOTS, BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS):
         for f in lake.files(table):

@@ -9,6 +9,7 @@ from typing import Any
 STATUSES = ("ok", "degraded", "down", "auth_failed", "misrouted")
 NO_DATA_STATUSES = frozenset({"down", "auth_failed"})
 PROVENANCES = ("reported", "zookeeper", "guessed", "unknown")
+MISSING_BROKER_ERROR = "not registered with the cluster"  # a broker ZooKeeper knows but the cluster does not list
 
 
 @dataclass(slots=True)

@@ -7,15 +7,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from backend.collect.checks import run_checks
-from backend.collect.lakeio import load_previous_state, write_fleet_poll
-from backend.collect.model import (
+from backend.store import readers
+from backend.store.fleet_writer import write_fleet_poll
+from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.model import (
     BrokerSnapshot,
     ClusterSnapshot,
     FleetPoll,
     TopicSnapshot,
 )
-from backend.store import readers
-from backend.store.lake import Lake, new_poll_id, poll_id_time
+from backend.store.snapshots import load_previous_state
 
 
 def _poll(topic_id: str, at: datetime, status: str = "ok") -> FleetPoll:

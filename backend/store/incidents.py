@@ -23,8 +23,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from backend.collect.model import Alert
 from backend.store.lake import Lake
+from backend.store.model import Alert
 from backend.store.schemas import INCIDENTS, SCHEMA_VERSION, schema_for
 from backend.store.state import read_open_incidents, write_open_incidents
 
