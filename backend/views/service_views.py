@@ -39,7 +39,7 @@ def job_line(label: str, entry: dict[str, Any], now: float) -> str:
         took = entry.get("last_duration_s")
         parts.append(f"{outcome} {_ago(now - started)} ago" + (f" (took {float(took):.1f} s)" if took is not None else ""))
     elif not entry.get("running"):
-        parts.append("not run yet")
+        parts.append("no run yet")
     success = _epoch(entry.get("last_success_at"))
     if outcome and outcome != "ok" and success is not None:
         parts.append(f"last ok {_ago(now - success)} ago")
