@@ -125,7 +125,8 @@ def run_job(kind: str, registry: JobRegistry, *, lake: str, fleet_file: str | No
     from backend.service.status import request_job, service_for_lake
 
     state_dir, status = service_for_lake(lake)
-    if status is not None and state_dir is not None:
+    # A service that does not run this job (serve --no-analyze) leaves it to the background job.
+    if status is not None and state_dir is not None and kind in (status.get("components") or {}):
         request_job(state_dir, kind)
         return "service"
     command = command_for(kind, lake=lake, fleet_file=fleet_file)
