@@ -173,7 +173,9 @@ class Supervisor:
             ui = ChildProcess("ui", [self.plan.python, "-m", "streamlit", "run", str(APP),
                                      "--server.port", str(self.plan.ui_port), "--server.address", self.plan.ui_address,
                                      "--server.headless", "true", "--browser.gatherUsageStats", "false",
-                                     "--server.fileWatcherType", "none"],
+                                     "--server.fileWatcherType", "none",
+                                     *(["--server.baseUrlPath", self.service.ui_base_path.strip("/")]
+                                       if self.service.ui_base_path.strip("/") else [])],
                               self.logs / "ui.log", env=ui_env, cwd=PACKAGE_ROOT)
             self.components["ui"] = Component("ui", ui)
         if self.sources:
@@ -513,7 +515,9 @@ class Supervisor:
                     entry.update(self.poll_record.to_json(now))
                     entry["interval_s"] = self.poll_interval_s
                 elif name == "ui":
-                    entry["url"] = f"http://{self._display_host(self.plan.ui_address)}:{self.plan.ui_port}"
+                    base = self.service.ui_base_path.strip("/")
+                    entry["url"] = (f"http://{self._display_host(self.plan.ui_address)}:{self.plan.ui_port}/"
+                                    + (f"{base}/" if base else ""))
                 elif name == "ingest":
                     entry.update(_summary([r.to_json(now) for r in self.source_records.values()]))
                     entry["sources"] = {label: {**r.to_json(now), "kind": self.sources[label].kind,
