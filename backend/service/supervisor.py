@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -551,7 +552,8 @@ class Supervisor:
 
     def _metrics_snapshot(self) -> tuple[dict[str, list[JobRecord]], dict[str, tuple[bool, int]]]:
         with self._lock:
-            records = {job: [JobRecord(**vars(r)) for r in rs] for job, rs in self.records.items()}
+            records = {job: [JobRecord(**{**vars(r), "runs": Counter(r.runs), "detail": {}}) for r in rs]
+                       for job, rs in self.records.items()}
             components = {name: (c.up, c.restarts) for name, c in self.components.items()}
         return records, components
 
