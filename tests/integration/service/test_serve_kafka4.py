@@ -19,6 +19,7 @@ from backend.lab.clientgen import push_client_fleet
 from backend.lab.fleet import LabFleet
 from backend.store import readers
 from backend.store.tables import read_table
+from tests.integration.service.conftest import SPARK_MASTER
 from tests.integration.service.servicerig import start_service
 from tests.rig.procs import free_port
 
@@ -70,7 +71,7 @@ def test_serve_on_kafka4_with_a_kip1324_sink(kafka4: Any, service_lab: LabFleet,
     servers = json.dumps([b.address for b in kafka4.brokers])
     fleet_file = tmp_path / "clusters.toml"
     fleet_file.write_text(
-        "[settings]\npoll_interval_s = 2\nrequest_timeout_s = 5\npoll_deadline_s = 10\n\n"
+        f'[settings]\npoll_interval_s = 2\nrequest_timeout_s = 5\npoll_deadline_s = 10\nspark_master = "{SPARK_MASTER}"\n\n'
         f"[service]\n{SERVICE}\n"
         f'[[client_configs]]\nname = "kafka4-topic"\ntopic = "{topic}"\ncluster = "kafka4"\ninterval_s = 2\n\n'
         f'[[client_configs]]\nname = "push-sink"\nsink = "{sink}"\ninterval_s = 2\n\n'

@@ -139,13 +139,20 @@ def test_serve_ingests_and_analyzes_on_schedule_and_a_sigterm_during_analyze_lea
         read_table(str(lake), f"results/{name}")
     assert set(readers.latest_fleet_state(lake).clusters["cluster_name"]) == set(service_lab.clusters)
 
-    # The next start continues from the committed state: every instance counted exactly once.
-    again = start_service(fleet_file, lake, tmp_path / "serve2.log")
+    # The next start continues from the committed state: every instance counted exactly once. Its driver
+    # is bounded below what a JVM takes, so after that run it is replaced (counted as a restart).
+    bounded = write_service_fleet(service_lab, tmp_path / "bounded.toml", poll_interval_s=3, sources=sources,
+                                  service="analyze_interval_s = 5\nanalyze_max_rss_mb = 256\n")
+    again = start_service(bounded, lake, tmp_path / "serve2.log")
     try:
         again.wait("an analysis after the restart", lambda: (again.metric(
             "kafka_fleet_job_runs_total", job="analyze", outcome="ok") or 0) >= 1, 300)
         assert _instances_in_results(lake) == _instances_in_lake(lake), again.logs()
         assert not list((lake / "results").glob(".old-*")) and not list((lake / "results").glob(".tmp-*"))
+        again.wait("the driver replaced for its memory", lambda: again.metric(
+            "kafka_fleet_component_restarts_total", component="analyze") == 1.0, 60)
+        analyze = again.component("analyze")
+        assert "analyze_max_rss_mb=256" in (analyze["last_exit"] or "") and analyze["rss_mb"] > 256, analyze
         assert again.terminate(signal.SIGTERM) < 15
     finally:
         again.kill()

@@ -4,6 +4,7 @@ nothing of it is committed), the exit is prompt, and the next run continues from
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -21,14 +22,14 @@ from backend.pipeline.state_store import LakePaths, load_state
 from backend.store import readers
 from backend.store.progress import load_state as load_progress_state
 from backend.store.tables import read_table
-from tests.integration.service.conftest import write_service_fleet
+from tests.integration.service.conftest import SPARK_ENV, write_service_fleet
 from tests.rig.procs import REPO, log_tail
 
 
 def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen([sys.executable, "-m", "backend", *args], cwd=REPO, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **SPARK_ENV})
 
 
 def _wait_for(proc: subprocess.Popen[bytes], log: Path, what: str, check: object, timeout_s: float = 120) -> None:
@@ -125,7 +126,7 @@ def test_analyze_cancels_on_sigterm_and_the_next_run_completes(service_lab: LabF
     assert load_state(LakePaths(str(lake))) is None  # a first run stopped: nothing committed
 
     rerun = subprocess.run([sys.executable, "-m", "backend", "analyze", "--lake", str(lake), "--master", "local[2]"],
-                           cwd=REPO, capture_output=True, text=True, timeout=600)
+                           cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, **SPARK_ENV})
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert load_state(LakePaths(str(lake))) is not None
     instances = len(set(read_table(str(lake), "client_configs").column("client_instance_id").to_pylist()))
