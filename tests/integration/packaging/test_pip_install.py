@@ -54,8 +54,10 @@ def test_pip_install_gives_a_working_fleetview_command(tmp_path: Path) -> None:
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     backend_file, app = where.stdout.split()
     assert backend_file.startswith(str(venv)) and Path(app).is_file() and app.startswith(str(venv)), where.stdout
-    pages = Path(app).parent.parent / "pages"
-    assert sorted(p.name for p in pages.glob("*.py")) == sorted(p.name for p in (REPO / "pages").glob("*.py"))
+    site = Path(app).parent.parent
+    assert sorted(p.name for p in (site / "pages").glob("*.py")) == sorted(p.name for p in (REPO / "pages").glob("*.py"))
+    data = sorted(str(p.relative_to(REPO)) for p in (REPO / "backend").rglob("*.json"))
+    assert data and [d for d in data if not (site / d).is_file()] == []  # every data file the backend reads
     bad = subprocess.run([str(fleetview), "serve", "--config", str(tmp_path / "missing.toml")], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "cannot read the fleet file" in bad.stderr
