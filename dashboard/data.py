@@ -8,12 +8,14 @@ the visible names, so sessions with different grants never share an entry.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from backend.auth.scope import Scope, scope_for
 from backend.config import default_fleet_file
+from backend.service.status import service_for_lake
 from backend.views import config_views, fleet_views, frames, lakes
 from dashboard import auth
 
@@ -28,6 +30,11 @@ _log = logging.getLogger(__name__)
 def fleet_file() -> str | None:
     """The fleet file to use for Poll now: env FLEETVIEW_FLEET or ./clusters.toml when present."""
     return default_fleet_file()
+
+
+def service_status(location: str) -> dict[str, Any] | None:
+    """The status of the service running on this lake (its status.json), or None. Not cached: one small file."""
+    return service_for_lake(location)[1]
 
 
 def lake_choices() -> dict[str, str]:
