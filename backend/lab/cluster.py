@@ -148,10 +148,13 @@ class ClusterRuntime:
                "advertised.listeners": listener, "log.dirs": f"/var/lib/kafka/{self.spec.name}/broker-{broker_id}"}
         if b.spec.rack:
             out["broker.rack"] = b.spec.rack
-        if self.spec.zookeeper is not None:
-            out["zookeeper.connect"] = f"{self.zookeeper_connect or 'localhost:2181'}{self.spec.zookeeper.chroot}"
-        elif self.spec.profile.mode == "kraft":
-            out.update({"process.roles": "broker,controller", "controller.listener.names": "CONTROLLER"})
+        if self.spec.profile.mode == "zookeeper":
+            chroot = self.spec.zookeeper.chroot if self.spec.zookeeper else ""
+            out["zookeeper.connect"] = f"{self.zookeeper_connect or 'localhost:2181'}{chroot}"
+        else:  # combined broker + controller nodes; the lab has no controller listener, the brokers stand in
+            voters = ",".join(f"{x.id}@{x.host}:{x.port}" for x in self.brokers.values())
+            out.update({"process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+                        "controller.quorum.voters": voters})
         known = self.configs.catalog.broker
         return {k: v for k, v in out.items() if k in known}
 
