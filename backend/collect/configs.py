@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -103,8 +103,12 @@ class ConfigCollector:
             self._memos.clear()
 
     def collect(self, cluster: ClusterConfig, settings: Settings, brokers: Sequence[NodeInfo],
-                topics: Sequence[str], deadline: float) -> ConfigSnapshot:
-        """Read every broker's configs and every topic's overrides now; merge with the last read; remember it."""
+                topics: Sequence[str], deadline: float, keep_brokers: Iterable[int] = ()) -> ConfigSnapshot:
+        """Read every broker's configs and every topic's overrides now; merge with the last read; remember it.
+
+        A broker that does not answer keeps its last known configs; so does one in `keep_brokers` (brokers the
+        cluster still knows but does not list now, e.g. stopped with replicas assigned); the others are dropped.
+        """
         started = time.monotonic()
         with self._lock:
             previous = self._last.get(cluster.name)
@@ -141,6 +145,11 @@ class ConfigCollector:
             errors[f"broker {node.broker_id}"] = answer.error or (resource.error if resource else "no answer") or "?"
             if previous is not None and node.broker_id in previous.brokers:
                 brokers_out[node.broker_id] = previous.brokers[node.broker_id]
+        listed = {n.broker_id for n in live}
+        for bid in sorted(set(keep_brokers) - listed):
+            if previous is not None and bid in previous.brokers:
+                brokers_out[bid] = previous.brokers[bid]
+                errors[f"broker {bid}"] = "not listed by the cluster now (last known configs kept)"
         errors.update(topic_errors)
         version = version or topic_version
         before = previous.topics if previous else {}

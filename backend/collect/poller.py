@@ -172,8 +172,9 @@ def poll_cluster(
     config_call: _Call | None = None
     if configs.due(cluster.name, settings) and description.brokers:
         names = [t.topic for t in listing.topics]
-        config_call = _Call(lambda: configs.collect(cluster, settings, description.brokers, names, deadline - 0.5),
-                            f"configs-{cluster.name}")
+        known = [b.broker_id for b in previous.brokers] if previous is not None else []
+        config_call = _Call(lambda: configs.collect(cluster, settings, description.brokers, names, deadline - 0.5,
+                                                    keep_brokers=known), f"configs-{cluster.name}")
         config_call.start()
 
     probes: dict[int, ProbeOutcome] = {}
