@@ -105,6 +105,18 @@ def recent_changes(location: str, cluster: str) -> pd.DataFrame:
     return fleet_views.recent_changes(topics, brokers, mine, cluster)
 
 
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def broker_configs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """Broker configs and topic overrides of the clusters asked for (each cluster's state file, nothing else)."""
+    return frames.broker_configs(location, clusters)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def config_runs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """When the configs of the clusters asked for were read, and what could not be."""
+    return frames.config_runs(location, clusters)
+
+
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def zk_nodes(location: str, cluster: str) -> pd.DataFrame:
     """ZooKeeper nodes of the cluster's newest poll that read any."""
