@@ -319,17 +319,21 @@ _MEMO_LOCK = threading.Lock()
 
 
 def config_alerts(snapshot: ClusterSnapshot) -> list[Alert]:
-    """Every config rule over one cluster; nothing when its configuration has not been read."""
+    """Every config rule over one cluster; nothing when its configuration has not been read.
+
+    An unchanged cluster (the same broker-config, override and topic objects, the same tags and broker
+    count: the collector and the poller reuse unchanged objects) reuses the last evaluation.
+    """
     configs = snapshot.configs
     if configs is None:
         return []
-    inputs = (configs, snapshot.topics, tuple(sorted(snapshot.tags.items())), len(snapshot.live_brokers))
+    refs = (configs.brokers, configs.topics, snapshot.topics)
+    values = (tuple(sorted(snapshot.tags.items())), len(snapshot.live_brokers))
     with _MEMO_LOCK:
         cached = _MEMO.get(snapshot.cluster_name)
-    if cached is not None and all(a is b or a == b for a, b in zip(cached[0][2:], inputs[2:], strict=True)) \
-            and cached[0][0] is configs and cached[0][1] is snapshot.topics:
+    if cached is not None and all(a is b for a, b in zip(cached[0][:3], refs, strict=True)) and cached[0][3:] == values:
         return list(cached[1])
     alerts = [alert for check in CHECKS for alert in check(snapshot, configs)]
     with _MEMO_LOCK:
-        _MEMO[snapshot.cluster_name] = (inputs, alerts)
+        _MEMO[snapshot.cluster_name] = ((*refs, *values), alerts)
     return list(alerts)

@@ -33,6 +33,9 @@ def render_rules_markdown() -> str:
         ("Placeholders: `{num:k}` is key k as a number, `{str:k}` its lower-cased string value. "
         "An instance rule fires only when every key it names was reported."),
         "",
+        ("The fleet rules (clusters, brokers, topics, and broker and topic configurations) are in "
+         "[fleet-rules.md](fleet-rules.md)."),
+        "",
         "| id | severity | title | applies to | fires when |",
         "|---|---|---|---|---|",
     ]

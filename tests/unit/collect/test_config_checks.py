@@ -168,3 +168,14 @@ def test_run_checks_includes_the_config_rules_and_reuses_them_for_an_unchanged_c
 @pytest.mark.parametrize("env", ["prod", "Production", " PRD "])
 def test_prod_tags(env: str) -> None:
     assert cc.is_prod(snapshot(env=env))
+
+
+def test_committed_fleet_rules_doc_is_generated() -> None:
+    from pathlib import Path
+
+    from backend.collect.catalog import render_fleet_rules_markdown
+
+    committed = (Path(__file__).resolve().parents[3] / "docs" / "fleet-rules.md").read_text(encoding="utf-8")
+    assert committed == render_fleet_rules_markdown()
+    for rule in cc.RULES:
+        assert f"| {rule.id} | {rule.severity} |" in committed and rule.doc_url in committed
