@@ -29,6 +29,7 @@ from backend.store.model import ConfigSnapshot, ConfigValue
 MAX_VALUE_CHARS = 16_384
 _NAME = re.compile(r"[A-Za-z0-9._\-]{1,255}")
 TOPIC_OVERRIDE = "DYNAMIC_TOPIC_CONFIG"
+OVERRIDE_SOURCES = frozenset({TOPIC_OVERRIDE})
 
 
 def withheld_reason(name: str, value: str | None, sensitive: bool, config_type: str | None) -> str | None:
@@ -187,16 +188,15 @@ class ConfigCollector:
                 break
             answer = kc.describe_configs(node.host, node.port, resources, security=security,
                                          timeout_s=min(left, settings.request_timeout_s * 3),
-                                         batch_size=settings.config_batch_topics, memo=memo, resolver=resolver)
+                                         batch_size=settings.config_batch_topics, memo=memo, resolver=resolver,
+                                         topic_sources=OVERRIDE_SOURCES)
             with self._lock:
                 self.stats["answers_decoded"] += answer.decoded
                 self.stats["answers_reused"] += answer.reused
             if not answer.ok:
                 failures.append(f"broker {node.broker_id}: {answer.error}")
                 continue
-            step = settings.config_batch_topics
-            memo.keep_only({kc.batch_key(answer.version or 0, False, resources[i:i + step])
-                            for i in range(0, len(resources), step)})
+            memo.keep_only(answer.batch_keys)
             out: dict[str, dict[str, ConfigValue]] = {}
             errors: dict[str, str] = {}
             failed: list[str] = []

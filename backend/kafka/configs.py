@@ -62,6 +62,7 @@ class ConfigsAnswer:
     requests: int = 0
     decoded: int = 0  # answers decoded
     reused: int = 0  # answers identical to the last one of their batch, not decoded again
+    batch_keys: set[bytes] = field(default_factory=set)  # the memo keys of the batches asked
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -98,9 +99,11 @@ class ConfigsMemo:
             return len(self._memos)
 
 
-def batch_key(version: int, synonyms: bool, batch: Sequence[tuple[int, str]]) -> bytes:
+def batch_key(version: int, synonyms: bool, batch: Sequence[tuple[int, str]],
+              sources: frozenset[int] | None = None) -> bytes:
+    """The memo key of one batch of resources (with what is kept of its answer)."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(f"{version}|{int(synonyms)}".encode())
+    digest.update(f"{version}|{int(synonyms)}|{sorted(sources) if sources else ''}".encode())
     for kind, name in batch:
         digest.update(f"\x1f{kind}\x1e{name}".encode("utf-8", "surrogatepass"))
     return digest.digest()
@@ -123,14 +126,18 @@ def _entry(raw: dict[str, Any], version: int, synonyms: bool) -> ConfigEntry:
     )
 
 
-def _parse(body: dict[str, Any], version: int, synonyms: bool) -> list[ResourceConfigs]:
+def _parse(body: dict[str, Any], version: int, synonyms: bool,
+           sources: frozenset[int] | None = None) -> list[ResourceConfigs]:
     out = []
     for result in body.get("results") or []:
         code = result.get("error_code") or 0
         error = None
         if code:
             error = P.error_name(code) + (f": {result['error_message']}" if result.get("error_message") else "")
-        entries = tuple(_entry(c, version, synonyms) for c in result.get("configs") or ())
+        configs = result.get("configs") or ()
+        if sources is not None and version >= 1 and result.get("resource_type") == P.RESOURCE_TOPIC:
+            configs = [c for c in configs if c.get("config_source") in sources]
+        entries = tuple(_entry(c, version, synonyms) for c in configs)
         out.append(ResourceConfigs(int(result.get("resource_type", 0)), str(result.get("resource_name", "")),
                                    error, entries))
     return out
@@ -141,12 +148,14 @@ def describe_configs(host: str, port: int, resources: Sequence[tuple[int, str]],
                      batch_size: int = DEFAULT_BATCH, include_synonyms: bool = False,
                      client_id: str = CLIENT_ID, memo: ConfigsMemo | None = None,
                      resolver: probe.Resolver | None = None,
-                     max_response_bytes: int = MAX_CONFIGS_RESPONSE_BYTES) -> ConfigsAnswer:
+                     max_response_bytes: int = MAX_CONFIGS_RESPONSE_BYTES,
+                     topic_sources: frozenset[str] | None = None) -> ConfigsAnswer:
     """Ask one broker for the configs of `resources` ((P.RESOURCE_BROKER, "1"), (P.RESOURCE_TOPIC, "orders"), ...).
 
     One connection, ApiVersions (and SASL), then DescribeConfigs at the highest version both sides
     speak, `batch_size` resources per request, all within timeout_s. Resources answered before a
-    failure are kept in the answer.
+    failure are kept in the answer. topic_sources: keep only topic entries of these ConfigSource names
+    (e.g. {"DYNAMIC_TOPIC_CONFIG"}: the overrides), from v1 answers.
     """
     sec = security or probe.ProbeSecurity()
     start = time.monotonic()
@@ -158,6 +167,8 @@ def describe_configs(host: str, port: int, resources: Sequence[tuple[int, str]],
         answer.error, answer.error_kind = "; ".join(problems), "config"
         return answer
     session = probe.ProbeResult(host=host, port=port)
+    codes = {c for c, name in P.CONFIG_SOURCES.items() if name in topic_sources} if topic_sources else None
+    sources = frozenset(codes) if codes is not None else None
     try:
         sock, conn = probe.open_connection(host, port, sec, ctx, deadline, client_id, session, resolver=resolver)
         try:
@@ -175,7 +186,8 @@ def describe_configs(host: str, port: int, resources: Sequence[tuple[int, str]],
                 body = {"resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}
                                       for kind, name in batch],
                         "include_synonyms": include_synonyms, "include_documentation": False}
-                key = batch_key(version, include_synonyms, batch)
+                key = batch_key(version, include_synonyms, batch, sources)
+                answer.batch_keys.add(key)
                 response_memo, parsed = memo.get(key) if memo is not None else (probe.ResponseMemo(), [])
                 before = response_memo.body
                 decoded = conn.request(P.API_DESCRIBE_CONFIGS, version, body, memo=response_memo,
@@ -184,7 +196,7 @@ def describe_configs(host: str, port: int, resources: Sequence[tuple[int, str]],
                 if memo is not None and decoded is before and parsed:
                     answer.reused += 1
                 else:
-                    parsed = _parse(decoded, version, include_synonyms)
+                    parsed = _parse(decoded, version, include_synonyms, sources)
                     answer.decoded += 1
                     if memo is not None:
                         memo.put(key, response_memo, parsed)
