@@ -23,6 +23,7 @@ class Command:
 
 
 COMMANDS = (
+    Command("serve", "run the whole product as one service: poller, ingest, warm Spark driver, UI, health", "backend.service.cli", "add_serve_arguments", "run_serve_command"),
     Command("poll", "poll every cluster of the fleet file and write snapshots to the lake", "backend.collect.cli", "add_poll_arguments", "run_poll_command"),
     Command("analyze", "run the Spark job: client-config distributions, drift and alerts", "backend.pipeline.cli", "add_analyze_arguments", "run_analyze_command"),
     Command("ingest", "read client-config snapshots (sink, topic, Java logs, .properties) into the lake", "backend.configs.cli", "add_ingest_arguments", "run_ingest_command"),

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from backend.service_settings import ClientConfigSource, ServiceSettings
 from backend.store.location import ENV_LAKE, check_lake_text, resolve_lake
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -290,6 +291,9 @@ class Fleet(_Strict):
 
     settings: Settings = Field(default_factory=Settings)
     clusters: list[ClusterConfig] = Field(default_factory=list)
+    # `serve`: its ports and schedules, and the client-config sources it ingests (backend/service).
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    client_configs: list[ClientConfigSource] = Field(default_factory=list)
     source: str = ""
 
     def cluster(self, name: str) -> ClusterConfig:
@@ -349,10 +353,23 @@ def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.Pa
         for key, problem in cluster.combination_problems():
             raise FleetConfigError(f"{source}:{lines.find(index, key)}: cluster '{cluster.name}': key '{key}': {problem}")
 
+    _check_sources(fleet, seen, source, lines)
     secrets = _read_secrets(secrets_path if secrets_path is not None else fleet.settings.secrets_file, source)
     for index, cluster in enumerate(fleet.clusters):
         _resolve_secrets(cluster, secrets, index, source, lines)
     return fleet
+
+
+def _check_sources(fleet: Fleet, clusters: dict[str, int], source: str, lines: _KeyLines) -> None:
+    labels: dict[str, int] = {}
+    for index, entry in enumerate(fleet.client_configs):
+        where = f"{source}:{lines.table_start('client_configs', index)}: client_configs #{index + 1}"
+        if entry.cluster and entry.cluster not in clusters:
+            raise FleetConfigError(f"{where}: key 'cluster': no [[clusters]] entry is named '{entry.cluster}'")
+        if entry.label in labels:
+            raise FleetConfigError(f"{where}: key 'name': '{entry.label}' is used by client_configs "
+                                   f"#{labels[entry.label] + 1} too; give each source its own name")
+        labels[entry.label] = index
 
 
 def _refuse_inline_secrets(table: dict[str, Any], index: int | None, source: str, lines: _KeyLines) -> None:
@@ -393,6 +410,12 @@ def _describe(exc: ValidationError, raw: dict[str, Any], source: str, lines: _Ke
             key_parts = loc[2:]
         elif loc and loc[0] == "settings":
             key_parts = loc[1:]
+        elif loc and loc[0] == "client_configs" and len(loc) > 1 and loc[1].isdigit():
+            where = f"client_configs #{int(loc[1]) + 1}"
+            key = ".".join(loc[2:]) or "(table)"
+            messages.append(f"{source}:{lines.table_start('client_configs', int(loc[1]))}: {where}: key '{key}': "
+                            + ("unknown key" if error["type"] == "extra_forbidden" else error["msg"]))
+            continue
         key = ".".join(key_parts) if key_parts else "(table)"
         text = error["msg"]
         if error["type"] == "extra_forbidden":
@@ -465,12 +488,15 @@ class _KeyLines:
     def __init__(self, text: str) -> None:
         self._entries: list[tuple[int | None, str, int]] = []
         self._starts: dict[int, int] = {}
+        self._table_starts: dict[str, list[int]] = {}
         cluster: int | None = None
         table = ""
         for lineno, line in enumerate(text.splitlines(), start=1):
             header = self._HEADER.match(line)
             if header:
                 name = header.group(1).replace('"', "")
+                if line.lstrip().startswith("[["):
+                    self._table_starts.setdefault(name, []).append(lineno)
                 if line.lstrip().startswith("[[") and name == "clusters":
                     cluster = 0 if cluster is None else cluster + 1
                     self._starts[cluster] = lineno
@@ -499,6 +525,11 @@ class _KeyLines:
             if entry_cluster == cluster and wanted.startswith(entry_key + "."):
                 return lineno
         return self.cluster_start(cluster)
+
+    def table_start(self, table: str, index: int) -> int | str:
+        """The line of the index-th [[table]] header, or '?' when unknown."""
+        starts = self._table_starts.get(table, [])
+        return starts[index] if index < len(starts) else "?"
 
     def cluster_start(self, cluster: int | None) -> int | str:
         """The line of the cluster's [[clusters]] header, or '?' when unknown."""

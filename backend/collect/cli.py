@@ -14,6 +14,7 @@ from backend.collect.metrics import FleetMetrics, start_metrics_server
 from backend.collect.poller import run_poller
 from backend.config import DEFAULT_FLEET_FILE, ENV_FLEET, FleetConfigError, load_fleet
 from backend.configs.sensitive import install_log_filter
+from backend.signals import stop_on_signals
 from backend.store.lake import LakeError
 from backend.store.location import LAKE_HELP, resolve_lake
 from backend.store.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
@@ -115,15 +116,18 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
             printer(poll)
             metrics.update(poll)
 
+    stop = threading.Event()
     try:
-        last = run_poller(
-            fleet,
-            lake,
-            interval_s=args.interval,
-            once=bool(args.once),
-            on_poll=on_poll,
-            stop=threading.Event(),
-        )
+        # SIGTERM/SIGINT end the loop after the cycle in progress has written its poll (a second one is hard).
+        with stop_on_signals(lambda _signum: stop.set()):
+            last = run_poller(
+                fleet,
+                lake,
+                interval_s=args.interval,
+                once=bool(args.once),
+                on_poll=on_poll,
+                stop=stop,
+            )
     except (LakeError, OSError) as exc:
         print(f"error: lake {lake}: {exc}", file=sys.stderr)
         return 2

@@ -479,6 +479,16 @@ def checked(snapshot: ClusterSnapshot, cluster: ClusterConfig) -> ClusterSnapsho
     return snapshot
 
 
+def _sleep(stop: threading.Event, wake: threading.Event | None, seconds: float) -> None:
+    if wake is None:
+        stop.wait(seconds)
+        return
+    until = time.monotonic() + seconds
+    while not stop.is_set() and not wake.is_set() and (left := until - time.monotonic()) > 0:
+        wake.wait(min(left, 0.25))
+    wake.clear()
+
+
 def run_poller(
     fleet: Fleet,
     lake: Lake | str,
@@ -490,10 +500,14 @@ def run_poller(
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    wake: threading.Event | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> FleetPoll | None:
     """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention.
 
-    Broker and topic configurations are read inside the polls, every `settings.config_interval_s`.
+    ``stop`` ends the loop after the cycle in progress (its write included); ``wake`` starts the next cycle
+    at once (and is cleared); ``on_start`` is called as each cycle begins. Broker and topic configurations
+    are read inside the polls, every `settings.config_interval_s`.
     """
     lake = lake if isinstance(lake, Lake) else Lake(lake)
     interval_s = interval_s if interval_s is not None else fleet.settings.poll_interval_s
@@ -509,6 +523,8 @@ def run_poller(
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
+        if on_start is not None:
+            on_start()
         last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs)
         try:
             result = writer.write(last)
@@ -519,6 +535,7 @@ def run_poller(
             # ValueError/TypeError: a row Arrow refused (ArrowInvalid/ArrowTypeError); the next
             # cycle still runs (values are validated in poll_fleet, so this is a bug, not data).
             log.error("writing poll %s to %s failed: %s", last.poll_id, lake.location, exc)
+            last.write_error = f"writing the poll to the lake failed: {exc}"
             if once:
                 raise
         for snapshot in last.clusters:
@@ -528,7 +545,7 @@ def run_poller(
             on_poll(last)
         if once:
             break
-        stop.wait(max(0.0, interval_s - (time.monotonic() - cycle_start)))
+        _sleep(stop, wake, max(0.0, interval_s - (time.monotonic() - cycle_start)))
     if last is not None:
         try:
             writer.close(last.polled_at)

@@ -148,6 +148,8 @@ class FleetPoll:
     clusters: list[ClusterSnapshot]
     alerts: list[Alert]
     duration_ms: float
+    # Set by run_poller when writing the poll to the lake failed (the poll's data is then not in the lake).
+    write_error: str | None = None
 
     def cluster(self, name: str) -> ClusterSnapshot:
         """Return the snapshot of one cluster by name."""
