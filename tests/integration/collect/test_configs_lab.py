@@ -10,6 +10,7 @@ import pytest
 from backend.collect.configs import ConfigCollector
 from backend.collect.poller import run_poller
 from backend.kafka import protocol as P
+from backend.kafka.configs import describe_configs
 from backend.lab.fleet import LabFleet
 from backend.lab.model import parse_lab_config
 from backend.store import config_readers, readers
@@ -106,3 +107,21 @@ def test_the_demo_seeds_raise_their_incidents(lab_fleet: LabFleet, tmp_path: Pat
     stored = config_readers.latest_configs(tmp_path / "lake", ["prod-us"], resource_type="broker")
     retention = stored[stored["config_name"] == "log.retention.hours"].set_index("resource")["value"].to_dict()
     assert retention == {"1": "168", "2": "168", "3": "72"}
+
+
+def test_a_broker_answering_garbage_is_an_error_on_its_row_and_the_others_are_read(lab: LabFleet, tmp_path: Path) -> None:
+    broker = lab.clusters["big"].brokers[2]
+    lab.set_fault("big", broker.id, malformed=True)
+    try:
+        answer = describe_configs(broker.host, broker.port, [(P.RESOURCE_BROKER, str(broker.id))], timeout_s=3)
+        collector = ConfigCollector()
+        fleet = fleet_from("[settings]\nconfig_interval_s = 0.001\nrequest_timeout_s = 3\n\n"
+                           + lab_toml(lab, tmp_path), tmp_path)
+        run_poller(fleet, tmp_path / "lake", once=True, configs=collector)
+    finally:
+        lab.set_fault("big", broker.id, malformed=False)
+    assert not answer.ok and answer.error_kind == "protocol", (answer.error_kind, answer.error)
+    configs = collector.last("big")
+    assert configs is not None and sorted(configs.brokers) == [1, 2]  # no last known configs for broker 3 yet
+    assert set(configs.errors) == {f"broker {broker.id}"}
+    assert len(configs.topics) == TOPICS // 10 + 1  # the topics came from broker 1
