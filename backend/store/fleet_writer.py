@@ -326,6 +326,8 @@ class FleetWriter:
         prev = self.configs.get(s.cluster_name)
         if new is None or new is prev:
             return [], {}
+        if prev is not None and new.collected_at < prev.collected_at:
+            return [], {}  # another writer (a `poll --once` job) stored a newer read: never go back to an older one
         tables = {"config_runs": config_state.runs_table(poll.poll_id, poll.polled_at, s.cluster_name, s.cluster_id, new)}
         if prev is not None and new.brokers == prev.brokers and new.topics == prev.topics:
             return [], tables

@@ -161,3 +161,17 @@ def test_readers_cost_the_fleet_and_the_changes_not_the_polls(tmp_path: Path, po
     toggles = len(range(40, polls, 40))  # the cleaner threads flip every 40 polls
     assert len(changes) == 1 + 3 * toggles  # first sight, then 3 brokers per toggle
     assert log.rows_read <= 3 * len(changes)  # the change rows of the window, not the polls
+
+
+def test_an_older_read_never_replaces_a_newer_one_another_writer_stored(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    first, other = FleetWriter(lake), FleetWriter(lake)
+    old_read = configs(START)
+    first.write(poll(START, old_read))
+    newer = configs(START + timedelta(minutes=5), threads="4")
+    other.write(poll(START + timedelta(minutes=5), newer))  # e.g. a `poll --once` job
+    first.write(poll(START + timedelta(minutes=6), old_read))  # the long-running poller still holds the old read
+    runs = config_readers.config_runs(lake, ["c1"])
+    assert runs["collected_at"].iloc[0] == START + timedelta(minutes=5)
+    stored = config_readers.latest_configs(lake, ["c1"])
+    assert set(stored.loc[stored["config_name"] == "log.cleaner.threads", "value"]) == {"4"}
