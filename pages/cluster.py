@@ -68,7 +68,7 @@ def configs_section(location: str, cluster: str) -> None:
         "brokers_disagree": st.column_config.CheckboxColumn("brokers disagree"),
         "non_default": st.column_config.CheckboxColumn("not default"),
         "read_only": st.column_config.CheckboxColumn("read-only", help="not updatable dynamically"),
-        "value": st.column_config.TextColumn("value", width="large")})
+        "value": st.column_config.TextColumn("value", width="large"), "type": None})
     st.caption(f"{len(table):,} configs shown; values the broker marks sensitive (or that look like a secret) "
                "are never stored: they show as withheld.")
     overrides = broker_config_views.topic_overrides(frame, cluster)
