@@ -8,12 +8,12 @@ STAMPS := .cache/stamps
 KAFKA_VERSIONS := 3.9.2 4.3.1
 PYTEST_ARGS ?=
 
-.PHONY: demo test install install-dev deps-system deps-demo-system kafka-jars lint typecheck unit clean
+.PHONY: demo test install install-dev deps-system deps-demo-system kafka-jars client-jars lint typecheck unit clean
 
 demo: install deps-demo-system
 	$(PY) -m backend demo
 
-test: install-dev deps-system kafka-jars lint typecheck
+test: install-dev deps-system kafka-jars client-jars lint typecheck
 	mkdir -p artifacts
 	$(PY) -m pytest --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
 
@@ -51,6 +51,19 @@ kafka-jars: $(foreach v,$(KAFKA_VERSIONS),$(STAMPS)/kafka-$(v))
 
 $(STAMPS)/kafka-%: tests/pom.xml
 	mvn -B -q -f tests/pom.xml -Dkafka.version=$* dependency:copy-dependencies
+	mkdir -p $(STAMPS) && touch $@
+
+# Java client jars, from Maven Central: the clients the real-client log tests build (tests/clients/pom.xml,
+# into .cache/clients/<version>/libs and .cache/clients/logging), and the kafka-clients and kafka-streams jars
+# of every release known_keys.json is generated from (tests/known-keys/pom.xml, into .cache/known-keys).
+client-jars: $(STAMPS)/known-keys $(foreach v,$(KAFKA_VERSIONS),$(STAMPS)/clients-$(v))
+
+$(STAMPS)/known-keys: tests/known-keys/pom.xml
+	mvn -B -q -f tests/known-keys/pom.xml dependency:copy
+	mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/clients-%: tests/clients/pom.xml
+	mvn -B -q -f tests/clients/pom.xml -Dclients.version=$* dependency:copy-dependencies dependency:copy
 	mkdir -p $(STAMPS) && touch $@
 
 lint: install-dev

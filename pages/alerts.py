@@ -58,6 +58,7 @@ def main() -> None:
         st.success("Nothing is open.", icon=":material/check_circle:")
     else:
         st.dataframe(incident_views.by_rule(board, now=now), key="alerts_by_rule", hide_index=True, column_config={
+            "title": st.column_config.TextColumn("title", help="what a client-config rule checks"),
             "open": st.column_config.NumberColumn("open", help="open incidents and client-config alerts"),
             "clusters": st.column_config.NumberColumn("clusters"),
             "subjects": st.column_config.NumberColumn("subjects", help="topics, brokers, clients or groups"),

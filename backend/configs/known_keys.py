@@ -1,14 +1,22 @@
-"""Allow-list of known client configuration keys and their ConfigDef types, per client type.
+"""Known client configuration keys and their ConfigDef types, per client type.
 
-Taken from the Apache Kafka client configuration reference (producer, consumer, share consumer,
-admin, streams; https://kafka.apache.org/documentation/#configuration) and librdkafka's
-CONFIGURATION.md for keys only librdkafka knows. A key outside these lists is a custom key and
-is treated as sensitive (KIP-1324: Kafka cannot tell what an application's own key holds).
+The Java clients' keys come from known_keys.json, generated from the real client definitions
+(ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminClientConfig, StreamsConfig) of every
+release from 2.8 to 4.4 by ``backend/configs/known_keys_build.py``; a test regenerates it from the
+jars and compares. Two hand-kept lists complete it: the keys KIP-1324 proposes (in no release yet)
+and the keys only librdkafka knows (its CONFIGURATION.md). A key outside all of them is a custom
+key and is treated as sensitive (KIP-1324: Kafka cannot tell what an application's own key holds).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from functools import lru_cache
+from pathlib import Path
+
+TABLE_PATH = Path(__file__).with_name("known_keys.json")
+JAVA_CLIENT_TYPES = ("producer", "consumer", "share_consumer", "admin", "streams")
 
 
 def _parse(spec: str) -> dict[str, str]:
@@ -21,65 +29,10 @@ def _parse(spec: str) -> dict[str, str]:
     return out
 
 
-COMMON = _parse("""
-LIST: bootstrap.servers metric.reporters config.push.allowed.keys
-STRING: client.dns.lookup client.id client.rack metrics.recording.level metadata.recovery.strategy
-LONG: connections.max.idle.ms metadata.max.age.ms reconnect.backoff.ms reconnect.backoff.max.ms
-LONG: retry.backoff.ms retry.backoff.max.ms socket.connection.setup.timeout.ms
-LONG: socket.connection.setup.timeout.max.ms metrics.sample.window.ms
-LONG: metadata.recovery.rebootstrap.trigger.ms
-INT: receive.buffer.bytes send.buffer.bytes request.timeout.ms metrics.num.samples
-INT: default.api.timeout.ms
-BOOLEAN: auto.include.jmx.reporter enable.metrics.push enable.config.push
-""")
-
-PRODUCER = _parse("""
-STRING: acks compression.type transactional.id
-INT: batch.size compression.gzip.level compression.lz4.level compression.zstd.level
-INT: delivery.timeout.ms max.in.flight.requests.per.connection max.request.size retries
-INT: transaction.timeout.ms
-LONG: buffer.memory linger.ms max.block.ms metadata.max.idle.ms partitioner.availability.timeout.ms
-BOOLEAN: enable.idempotence partitioner.adaptive.partitioning.enable partitioner.ignore.keys
-BOOLEAN: transaction.two.phase.commit.enable
-CLASS: key.serializer value.serializer partitioner.class
-LIST: interceptor.classes
-""")
-
-CONSUMER = _parse("""
-BOOLEAN: allow.auto.create.topics check.crcs enable.auto.commit exclude.internal.topics
-INT: auto.commit.interval.ms fetch.max.bytes fetch.max.wait.ms fetch.min.bytes
-INT: heartbeat.interval.ms max.partition.fetch.bytes max.poll.interval.ms max.poll.records
-INT: session.timeout.ms
-STRING: auto.offset.reset group.id group.instance.id group.protocol group.remote.assignor
-STRING: isolation.level
-LIST: partition.assignment.strategy interceptor.classes
-CLASS: key.deserializer value.deserializer
-""")
-
-SHARE_CONSUMER = _parse("""
-STRING: group.id share.acknowledgement.mode share.acquire.mode isolation.level
-INT: fetch.max.bytes fetch.max.wait.ms fetch.min.bytes max.partition.fetch.bytes
-INT: max.poll.interval.ms max.poll.records
-BOOLEAN: check.crcs
-LIST: interceptor.classes
-CLASS: key.deserializer value.deserializer
-""")
-
-ADMIN: dict[str, str] = {}
-
-STREAMS = _parse("""
-STRING: application.id application.server processing.guarantee topology.optimization
-STRING: rack.aware.assignment.strategy upgrade.from state.dir built.in.metrics.version
-STRING: dsl.store.format
-INT: num.stream.threads replication.factor num.standby.replicas buffered.records.per.partition
-INT: max.warmup.replicas rack.aware.assignment.non_overlap_cost rack.aware.assignment.traffic_cost
-LONG: commit.interval.ms cache.max.bytes.buffering statestore.cache.max.bytes max.task.idle.ms
-LONG: acceptable.recovery.lag probing.rebalance.interval.ms poll.ms task.timeout.ms
-LONG: window.size.ms repartition.purge.interval.ms state.cleanup.delay.ms
-BOOLEAN: enable.metrics.push
-LIST: rack.aware.assignment.tags
-CLASS: default.key.serde default.value.serde default.deserialization.exception.handler
-CLASS: default.production.exception.handler default.timestamp.extractor
+# Proposed by KIP-1324 for every client; no Apache Kafka release defines them yet.
+KIP1324 = _parse("""
+LIST: config.push.allowed.keys
+BOOLEAN: enable.config.push
 """)
 
 # Streams forwards configs to its embedded clients under these prefixes.
@@ -108,16 +61,94 @@ BOOLEAN: socket.keepalive.enable enable.auto.offset.store enable.partition.eof a
 BOOLEAN: enable.gapless.guarantee topic.metadata.refresh.sparse log.connection.close
 """)
 
-KNOWN_BY_CLIENT_TYPE: dict[str, dict[str, str]] = {
-    "producer": {**COMMON, **PRODUCER},
-    "consumer": {**COMMON, **CONSUMER},
-    "share_consumer": {**COMMON, **SHARE_CONSUMER},
-    "admin": {**COMMON, **ADMIN},
-    "streams": {**COMMON, **STREAMS, **PRODUCER, **CONSUMER},
-}
-ALL_KNOWN: dict[str, str] = {
-    **COMMON, **PRODUCER, **CONSUMER, **SHARE_CONSUMER, **ADMIN, **STREAMS, **LIBRDKAFKA,
-}
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, object]:
+    """known_keys.json as written by known_keys_build.py."""
+    data: dict[str, object] = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
+    return data
+
+
+def _spans() -> dict[str, dict[str, list[list[str]]]]:
+    clients = table()["clients"]
+    assert isinstance(clients, dict)
+    return clients
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    """Sort key of a release line such as "3.9"."""
+    return tuple(int(p) for p in release.split("."))
+
+
+def releases() -> tuple[str, ...]:
+    """The release lines the table was built from, oldest first ("2.8", ..., "4.4")."""
+    found = table()["releases"]
+    assert isinstance(found, dict)
+    return tuple(found)
+
+
+@lru_cache(maxsize=8)
+def java_keys(client_type: str) -> dict[str, str]:
+    """Key -> ConfigDef type (of its newest release) that this Java client type defines in any release."""
+    return {key: spans[-1][2] for key, spans in _spans().get(client_type, {}).items()}
+
+
+@lru_cache(maxsize=4096)
+def java_types(key: str) -> frozenset[str]:
+    """Every ConfigDef type any Java client of any release declares ``key`` with (empty when none does)."""
+    return frozenset(span[2] for keys in _spans().values() for span in keys.get(key, ()))
+
+
+def key_releases(key: str, client_type: str) -> tuple[tuple[str, str], ...]:
+    """(first, last) release spans in which this Java client type defines ``key``; () when it never does."""
+    return tuple((s[0], s[1]) for s in _spans().get(client_type, {}).get(key, ()))
+
+
+@lru_cache(maxsize=1)
+def share_unsupported() -> frozenset[str]:
+    """Consumer keys that a share consumer refuses (ShareConsumerConfig); a record with one is a consumer."""
+    found = table()["share_unsupported"]
+    assert isinstance(found, dict)
+    return frozenset(found)
+
+
+@lru_cache(maxsize=1)
+def type_markers() -> dict[str, frozenset[str]]:
+    """Keys that name a client type, from the real definitions (any release), for records without one.
+
+    streams: keys only StreamsConfig defines; consumer_only: keys a share consumer refuses and no
+    producer or admin client defines (a 4.x consumer also defines share.* keys); share: the share.*
+    keys; consumer: keys only ConsumerConfig (and so ShareConsumerConfig) defines; producer: keys
+    only ProducerConfig defines; admin: keys only AdminClientConfig defines, and default.api.timeout.ms
+    (which only consumers share).
+    """
+    j = {t: frozenset(java_keys(t)) for t in JAVA_CLIENT_TYPES}
+    consumer = j["consumer"] - j["producer"] - j["admin"]
+    return {
+        "streams": j["streams"] - j["producer"] - j["consumer"] - j["admin"],
+        "consumer_only": share_unsupported() - j["producer"] - j["admin"],
+        "share": frozenset(k for k in j["share_consumer"] if k.startswith("share.")),
+        "consumer": consumer,
+        "producer": j["producer"] - j["consumer"] - j["admin"],
+        "admin": (j["admin"] - j["producer"] - j["consumer"] - j["streams"]) | {"default.api.timeout.ms"},
+    }
+
+
+@lru_cache(maxsize=1)
+def _known_by_client_type() -> dict[str, dict[str, str]]:
+    out = {t: {**java_keys(t), **KIP1324} for t in JAVA_CLIENT_TYPES}
+    # A Streams app's own settings may carry its clients' keys unprefixed.
+    out["streams"] = {**java_keys("admin"), **java_keys("consumer"), **java_keys("producer"), **out["streams"]}
+    return out
+
+
+@lru_cache(maxsize=1)
+def _all_known() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for known in _known_by_client_type().values():
+        out.update(known)
+    return {**out, **LIBRDKAFKA}
+
 
 _RDKAFKA_NAME = re.compile(r"rdkafka|confluent-kafka|kcat", re.IGNORECASE)
 
@@ -134,8 +165,8 @@ def known_type(key: str, client_type: str | None = None, librdkafka: bool = True
         for prefix in STREAMS_CLIENT_PREFIXES:
             if key.startswith(prefix) and len(key) > len(prefix):
                 return known_type(key[len(prefix):], None, librdkafka)
-    table = KNOWN_BY_CLIENT_TYPE.get(client_type or "", ALL_KNOWN)
-    typ = table.get(key)
+    known = _known_by_client_type().get(client_type or "")
+    typ = known.get(key) if known is not None else _all_known().get(key)
     if typ is None and librdkafka:
         typ = LIBRDKAFKA.get(key)
     return typ

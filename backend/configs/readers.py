@@ -213,7 +213,9 @@ _TIMESTAMP = re.compile(
     r"(?P<tz>Z|[+-]\d{2}:?\d{2})?"
 )
 _THREAD = re.compile(r"\[(?P<thread>[^\]]*[A-Za-z][^\]]*)\]")
-_VERSION = re.compile(r"Kafka version: (?P<version>\S+)")
+_VERSION = re.compile(r"Kafka version: (?P<version>\S+)")  # AppInfoParser, after each client's block
+# KafkaStreams, after its StreamsConfig block; 3.x builds its admin client (another block) first.
+_STREAMS_VERSION = re.compile(r"Kafka Streams version: (?P<version>\S+)")
 _KIND_TO_TYPE = {
     "ProducerConfig": "producer",
     "ConsumerConfig": "consumer",
@@ -296,17 +298,13 @@ def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawI
                        _log_time(lines[start], fallback), entries, unparsed, not ended))
     items = []
     for start, kind, thread, stamp, entries, unparsed, truncated in blocks:
-        version = _find_version(lines, start, thread)
+        version = _find_version(lines, start, thread, streams=kind == "StreamsConfig")
+        # The header names the client (a 4.1+ consumer logs share.* keys too): never inferred from keys.
+        client_type = _KIND_TO_TYPE[kind]
         configs = []
-        keys = set()
         for key, raw in entries:
-            client_type = _KIND_TO_TYPE[kind]
             value, typ = _java_value(raw, known_type(key, client_type))
             configs.append({"key": key, "value": value, "type": typ, "is_default": False})
-            keys.add(key)
-        client_type = _KIND_TO_TYPE[kind]
-        if client_type == "consumer" and keys & {"share.acquire.mode", "share.acknowledgement.mode"}:
-            client_type = "share_consumer"
         values = {c["key"]: c["value"] for c in configs}
         bootstrap = values.get("bootstrap.servers") or values.get("application.server") or "unknown"
         seed = f"{file.resolve()}:{start + 1}:{values.get('client.id')}"
@@ -339,13 +337,22 @@ def _block_goes_on(lines: list[str], at: int, look: int = 3) -> bool:
     return False
 
 
-def _find_version(lines: list[str], start: int, thread: str | None) -> str | None:
-    """The `Kafka version:` AppInfoParser prints after the block, on the same thread if known."""
+def _find_version(lines: list[str], start: int, thread: str | None, streams: bool = False) -> str | None:
+    """The `Kafka version:` AppInfoParser prints after the block, before the next block of the same thread.
+
+    Without thread names (Kafka's own log4j pattern has none) the next block of any thread ends the search:
+    a client that refused its config after logging it never prints a version, and must not take the next
+    client's. A StreamsConfig block takes the `Kafka Streams version:` KafkaStreams prints, which may come
+    after the blocks of the Streams app's own clients (up to the next StreamsConfig block).
+    """
+    pattern = _STREAMS_VERSION if streams else _VERSION
     first: str | None = None
-    for line in lines[start + 1: start + 400]:
-        if _BLOCK_START.search(line) and thread is not None and _log_thread(line) == thread:
+    for line in lines[start + 1: start + 1000 if streams else start + 400]:
+        block = _BLOCK_START.search(line)
+        if block and (thread is None or _log_thread(line) == thread) and (
+                not streams or block.group("kind") == "StreamsConfig"):
             break
-        match = _VERSION.search(line)
+        match = pattern.search(line)
         if match is None:
             continue
         if thread is None or _log_thread(line) == thread:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from backend.configs.known_keys import is_librdkafka
+from backend.configs.known_keys import is_librdkafka, type_markers
 from backend.configs.sensitive import (
     DroppedKeys,
     credential_shape,
@@ -86,27 +86,30 @@ class _Invalid(Exception):
 
 
 def infer_client_type(keys: set[str]) -> str | None:
-    """Infer the client type from config keys when the record has none.
+    """Infer the client type from config keys when the record has none (sink, topic, .properties).
 
-    Rules, first match wins: ``application.id`` or ``num.stream.threads`` -> streams;
-    ``share.acquire.mode`` or ``share.acknowledgement.mode`` -> share_consumer; ``group.id``,
-    ``enable.auto.commit``, ``auto.offset.reset``, ``max.poll.records``, ``isolation.level``
-    or ``fetch.min.bytes`` -> consumer; ``acks``, ``enable.idempotence``, ``linger.ms``,
-    ``batch.size``, ``delivery.timeout.ms``, ``max.in.flight.requests.per.connection``,
-    ``compression.type`` or ``transactional.id`` -> producer; ``default.api.timeout.ms`` with
-    none of the above -> admin; otherwise None (counted as untyped).
+    The key sets come from the real client definitions (``known_keys.type_markers``), first match
+    wins: a key only Streams defines -> streams; a consumer key a share consumer refuses
+    (``auto.offset.reset``, ``session.timeout.ms``, ``group.protocol``, ...) -> consumer, even with
+    share.* keys, which every 4.1+ consumer defines too; ``share.acquire.mode`` /
+    ``share.acknowledgement.mode`` -> share_consumer; a key only consumers define (``group.id``,
+    ``max.poll.records``, ``fetch.min.bytes``, ...) -> consumer; a key only producers define
+    (``acks``, ``linger.ms``, ``enable.idempotence``, ...) -> producer; ``bootstrap.controllers`` or
+    ``default.api.timeout.ms`` -> admin; otherwise None (counted as untyped). A Java log block's
+    header names its type and is never inferred.
     """
-    if keys & {"application.id", "num.stream.threads"}:
+    markers = type_markers()
+    if keys & markers["streams"]:
         return "streams"
-    if keys & {"share.acquire.mode", "share.acknowledgement.mode"}:
-        return "share_consumer"
-    if keys & {"group.id", "enable.auto.commit", "auto.offset.reset", "max.poll.records",
-               "isolation.level", "fetch.min.bytes"}:
+    if keys & markers["consumer_only"]:
         return "consumer"
-    if keys & {"acks", "enable.idempotence", "linger.ms", "batch.size", "delivery.timeout.ms",
-               "max.in.flight.requests.per.connection", "compression.type", "transactional.id"}:
+    if keys & markers["share"]:
+        return "share_consumer"
+    if keys & markers["consumer"]:
+        return "consumer"
+    if keys & markers["producer"]:
         return "producer"
-    if "default.api.timeout.ms" in keys:
+    if keys & markers["admin"]:
         return "admin"
     return None
 

@@ -2,7 +2,9 @@
 
 A key is sensitive (its value is never stored) when any of these holds:
 
-- its type is PASSWORD or CLASS (as sent, or as Kafka's ConfigDef declares the key);
+- its type is PASSWORD or CLASS: as sent, or as the ConfigDef of any Java client release declares
+  the key (``backend.configs.known_keys``, generated from the real definitions); a key sent as
+  PASSWORD is dropped whatever the definitions say;
 - it starts with ``sasl.``, ``security.`` or ``ssl.``, or contains ``.sasl.``, ``.security.``
   or ``.ssl.``;
 - it ends with ``.class`` or ``.classes``;
@@ -27,7 +29,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from backend.configs.known_keys import known_type
+from backend.configs.known_keys import java_types, known_type
 
 SENSITIVE_TYPES = frozenset({"PASSWORD", "CLASS"})
 _PREFIXES = ("sasl.", "security.", "ssl.")
@@ -63,7 +65,7 @@ def sensitive_reason(
     declared = known_type(key, client_type, librdkafka)
     if declared is None:
         return "custom"
-    if declared in SENSITIVE_TYPES:
+    if declared in SENSITIVE_TYPES or java_types(key) & SENSITIVE_TYPES:
         return "type"
     return None
 

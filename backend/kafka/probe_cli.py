@@ -66,11 +66,19 @@ def run_probe_command(args: Any) -> int:
             if r.ok:
                 version = r.software_version or versions.VersionGuess(
                     r.software_name or "", r.version_min, r.version_max, r.confidence).label()
-                print(f"{r.host}:{r.port}  ok  cluster={r.cluster_id}  {r.software_name or '?'} {version} "
+                print(f"{r.host}:{r.port}  ok  {_cluster_text(r)}  {r.software_name or '?'} {version} "
                       f"({r.provenance})  {r.timings_ms.get('total', 0):.1f} ms")
             else:
                 print(f"{r.host}:{r.port}  {r.error_kind}  {r.error}")
     return 0 if all(r.ok for r in results) else 1
+
+
+def _cluster_text(result: ProbeResult) -> str:
+    """``cluster=<id>``, or why there is none (the warning --json prints, e.g. no DescribeCluster before 2.8)."""
+    if result.cluster_id:
+        return f"cluster={result.cluster_id}"
+    reason = next((w for w in result.warnings if "DescribeCluster" in w), "the broker did not report one")
+    return f"cluster=unknown ({reason})"
 
 
 def _host_port(text: str) -> tuple[str, int]:

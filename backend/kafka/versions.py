@@ -130,19 +130,23 @@ def _beyond_newest(table: ApiTable, newest: ReleaseRow) -> list[int]:
     )
 
 
-def _vendor_hint(table: ApiTable, family: str) -> tuple[str, str] | None:
-    """Modest non-Apache recognition; returns (software, evidence) or None."""
+def _vendor_hint(table: ApiTable, family: str, matched: list[ReleaseRow]) -> tuple[str, str] | None:
+    """Modest non-Apache recognition; returns (software, evidence) or None.
+
+    ``matched`` are the Apache releases the table resembles.
+    """
     api_max = table.get(_API_VERSIONS, (0, 0))[1]
     produce_max = table.get(0, (0, 0))[1]
-    if family == "kraft" and _DESCRIBE_QUORUM not in table and produce_max >= 9:
-        # Every Apache KRaft broker (2.8+) advertises DescribeQuorum; a broker with modern
-        # Produce versions, no ZooKeeper keys and no DescribeQuorum is another implementation.
+    offers_quorum = all(_DESCRIBE_QUORUM in row.apis for row in matched)
+    if family == "kraft" and _DESCRIBE_QUORUM not in table and produce_max >= 9 and offers_quorum:
+        # Apache KRaft brokers offer DescribeQuorum from 3.3 on (2.8 too; 3.0-3.2 forward it
+        # and do not offer it): a table like 3.3+ without it is another implementation.
         if api_max <= 3:
             return ("Redpanda or another Kafka-compatible broker",
-                    "no DescribeQuorum (55) and no ZooKeeper inter-broker keys, ApiVersions ≤ v3: "
+                    "no DescribeQuorum and no ZooKeeper inter-broker keys, ApiVersions ≤ v3: "
                     "the pattern of Redpanda, not of an Apache Kafka broker")
         return ("Kafka-compatible broker (not Apache Kafka)",
-                "no DescribeQuorum (55) and no ZooKeeper inter-broker keys with Produce "
+                "no DescribeQuorum and no ZooKeeper inter-broker keys with Produce "
                 f"v{produce_max}: no Apache Kafka release advertises this")
     if family == "kraft" and produce_max > 0 and produce_max < 9:
         # KRaft brokers appeared with Produce v9 (2.8); older Produce without ZK keys is not Apache.
@@ -214,8 +218,8 @@ def guess(table: ApiTable) -> VersionGuess:
                        and (k not in GATED_KEYS or k in table))
     if differing:
         confidence -= min(0.3, 0.02 * len(differing))
-        evidence.append(f"{len(differing)} keys differ from {low_row.release}'s table: "
-                        f"{differing[:12]}")
+        evidence.append(f"{len(differing)} APIs differ from {low_row.release}'s table: "
+                        f"{_names(differing)}")
 
     version_min: str | None = low_row.release
     version_max: str | None = statuses[hi_i][0].release
@@ -226,13 +230,14 @@ def guess(table: ApiTable) -> VersionGuess:
             evidence.append("ZooKeeper mode ended with 3.9 (KIP-500, removed in 4.0)")
         elif extra:
             version_max = None
-            evidence.append(f"advertises more than {newest.release} (keys {extra[:12]}): "
+            evidence.append(f"advertises more than {newest.release} ({_names(extra)}): "
                             "a newer release than this table knows")
     if family == "kraft":
         evidence.extend(_kip896_evidence(table, rows))
 
     software = APACHE
-    hint = _vendor_hint(table, family)
+    matched = [statuses[i][0] for i in range(lo_i, hi_i + 1)]
+    hint = _vendor_hint(table, family, matched)
     if hint is not None:
         software, why = hint
         evidence.append(why)
@@ -254,30 +259,38 @@ def _kip896_evidence(table: ApiTable, rows: tuple[ReleaseRow, ...]) -> list[str]
     if not raised:
         return []
     met = [(k, lo) for k, lo in raised if table[k][0] >= lo]
-    example = ", ".join(f"{_KEY_NAMES.get(k, f'key {k}')} min v{lo}" for k, lo in (met or raised)[:2])
+    example = ", ".join(f"{api_label(k)} min v{lo}" for k, lo in (met or raised)[:2])
     if len(met) * 2 >= len(raised):
         return [f"old protocol versions removed on {len(met)} of {len(raised)} keys ({example}): "
                 "Kafka 4.0+ (KIP-896)"]
     return [f"old protocol versions still served ({example} not yet required): before 4.0 (KIP-896)"]
 
 
-_KEY_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-              9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 15: "DescribeGroups",
-              16: "ListGroups", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-              22: "InitProducerId", 24: "AddPartitionsToTxn", 28: "TxnOffsetCommit",
-              35: "DescribeLogDirs", 36: "SaslAuthenticate", 42: "DeleteGroups",
-              55: "DescribeQuorum", 60: "DescribeCluster", 66: "ListTransactions",
-              68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75:
-              "DescribeTopicPartitions"}
+@lru_cache(maxsize=1)
+def _api_names() -> dict[int, str]:
+    data = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
+    return {int(k): str(v) for k, v in data.get("api_names", {}).items()}
 
 
 def api_name(key: int) -> str:
-    """The name of a Kafka API key ('Metadata' for 3), or '' when this table does not name it."""
-    return _KEY_NAMES.get(key, "")
+    """The name of a Kafka API key ('Metadata' for 3), or '' when no release in the table names it."""
+    return _api_names().get(key, "")
+
+
+def api_label(key: int) -> str:
+    """An API key for evidence text: its name ('DescribeQuorum'), or 'key N' when no release names it."""
+    return api_name(key) or f"key {key}"
+
+
+def _names(keys: list[int], limit: int = 12) -> str:
+    parts = [api_label(k) for k in keys[:limit]]
+    if len(keys) > limit:
+        parts.append(f"+{len(keys) - limit} more")
+    return ", ".join(parts)
 
 
 def _describe(checks: list[tuple[int, str, int]], limit: int = 4) -> str:
-    parts = [f"{_KEY_NAMES.get(k, f'key {k}')} {kind} v{v}" for k, kind, v in checks[:limit]]
+    parts = [f"{api_label(k)} {kind} v{v}" for k, kind, v in checks[:limit]]
     if len(checks) > limit:
         parts.append(f"+{len(checks) - limit} more")
     return ", ".join(parts) or "nothing"

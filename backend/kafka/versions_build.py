@@ -85,15 +85,44 @@ def api_table_from_jar(jar: str | Path, listener: str) -> ApiTable:
     return out
 
 
-def advertised_table(table: ApiTable, release: str) -> ApiTable:
-    """What a broker of this release really advertises, where it differs from the JSON.
+# What the early KRaft brokers really advertise where it differs from their message JSON, seen on
+# real 2.8.2, 3.0.2, 3.1.2 and 3.2.3 brokers (tests/unit/kafka/fixtures/kraft_api_versions.json):
+# DescribeQuorum (55) is forwarded to the controller and not offered before 3.3; Envelope (58), a
+# controller API, is offered up to 3.1; 2.8 does not offer UnregisterBroker (64).
+_KRAFT_ADDED: dict[str, ApiTable] = {"2.8": {58: (0, 0)}, "3.0": {58: (0, 0)}, "3.1": {58: (0, 0)}}
+_KRAFT_DROPPED: dict[str, frozenset[int]] = {"2.8": frozenset({64}), "3.0": frozenset({55}),
+                                             "3.1": frozenset({55}), "3.2": frozenset({55})}
+
+
+def advertised_table(table: ApiTable, release: str, family: str = "zk") -> ApiTable:
+    """What a broker of this release and family really advertises, where it differs from the JSON.
 
     Kafka 4.x brokers still advertise Produce from v0 although ProduceRequest.json starts at
-    v3 (KAFKA-18659, kept for librdkafka); seen on a real 4.3.1 broker in the tests.
+    v3 (KAFKA-18659, kept for librdkafka); seen on a real 4.3.1 broker in the tests. KRaft
+    brokers of 2.8-3.2: see _KRAFT_ADDED / _KRAFT_DROPPED.
     """
     out = dict(table)
     if int(release.split(".")[0]) >= 4 and 0 in out:
         out[0] = (0, out[0][1])
+    if family == "kraft":
+        for key in _KRAFT_DROPPED.get(release, frozenset()):
+            out.pop(key, None)
+        out.update(_KRAFT_ADDED.get(release, {}))
+    return out
+
+
+def api_names_from_jar(jar: str | Path) -> dict[int, str]:
+    """Api key -> name ("Produce", "DescribeQuorum") from the request message JSON of a kafka-clients jar."""
+    out: dict[int, str] = {}
+    with zipfile.ZipFile(jar) as zf:
+        for name in zf.namelist():
+            if not (name.startswith("common/message/") and name.endswith("Request.json")):
+                continue
+            text = re.sub(r"//[^\n]*", "", zf.read(name).decode("utf-8"))
+            key_m = re.search(r'"apiKey"\s*:\s*(\d+)', text)
+            name_m = re.search(r'"name"\s*:\s*"(\w+)Request"', text)
+            if key_m is not None and name_m is not None:
+                out[int(key_m.group(1))] = name_m.group(1)
     return out
 
 
@@ -107,6 +136,7 @@ def _release_of(jar: Path) -> tuple[str, str]:
 def build(jars: list[Path]) -> dict[str, object]:
     """The whole versions_table.json document."""
     rows: list[dict[str, object]] = []
+    names: dict[int, str] = {}
     for release, table in pre_28_tables():
         if release.startswith(("0.8", "0.9")):
             continue
@@ -114,14 +144,16 @@ def build(jars: list[Path]) -> dict[str, object]:
                      "apis": {str(k): list(v) for k, v in sorted(table.items())}})
     for jar in sorted(jars, key=lambda p: [int(x) for x in _release_of(p)[1].split(".")]):
         release, full = _release_of(jar)
+        names.update(api_names_from_jar(jar))  # the newest release names a key last
         for family, listener in (("zk", "zkBroker"), ("kraft", "broker")):
-            table = advertised_table(api_table_from_jar(jar, listener), release)
+            table = advertised_table(api_table_from_jar(jar, listener), release, family)
             if table:
                 rows.append({"release": release, "family": family,
                              "source": f"kafka-clients-{full}.jar",
                              "apis": {str(k): list(v) for k, v in sorted(table.items())}})
     return {"about": "Apache Kafka broker ApiVersions per release; built by "
-                     "backend/kafka/versions_build.py", "releases": rows}
+                     "backend/kafka/versions_build.py", "releases": rows,
+            "api_names": {str(k): v for k, v in sorted(names.items())}}
 
 
 if __name__ == "__main__":

@@ -36,12 +36,19 @@ def render_rules_markdown() -> str:
         ("The fleet rules (clusters, brokers, topics, and broker and topic configurations) are in "
          "[fleet-rules.md](fleet-rules.md)."),
         "",
-        "| id | severity | title | applies to | fires when |",
-        "|---|---|---|---|---|",
+        ("*Client versions* says which clients can report what a rule describes, checked against real "
+        "Apache Kafka Java clients 2.8–4.4 built from their jars (`tests/clients/RealClients.java`: every "
+        "release in `tests/integration/configs/test_rules_against_real_clients.py`, and the rules that fire on "
+        "the logs of 3.9.2 and 4.3.1 clients in `test_real_client_logs.py`). A rule about a "
+        "combination the Java client refuses at construction still matters: librdkafka and other "
+        "clients push their configs too, and `.properties` files hold what an application asked for."),
+        "",
+        "| id | severity | title | applies to | client versions | fires when |",
+        "|---|---|---|---|---|---|",
     ]
     for rule in RULES:
         scope = ", ".join(rule.client_types) or "all clients"
-        lines.append(f"| {rule.id} | {rule.severity} | {rule.title} | {scope} | {_when(rule)} |")
+        lines.append(f"| {rule.id} | {rule.severity} | {rule.title} | {scope} | {rule.versions} | {_when(rule)} |")
     lines.append("")
     for rule in RULES:
         lines += [
@@ -49,6 +56,7 @@ def render_rules_markdown() -> str:
             "",
             f"- severity: {rule.severity}",
             f"- keys: {', '.join(f'`{k}`' for k in rule.keys)}",
+            f"- client versions: {rule.versions}",
             f"- reference: <{rule.doc_url}>",
             "",
             rule.rationale,

@@ -19,6 +19,11 @@ from backend.pipeline import transforms as T
 
 DOC = "https://kafka.apache.org/documentation/"
 SHARED_CLIENT_ID_THRESHOLD = 10
+# A consumer of the KIP-848 protocol takes its session timeout and heartbeat interval from the broker.
+CLASSIC_GROUP = "coalesce({str:group.protocol}, 'classic') <> 'consumer'"
+# Real Java clients 2.8-4.4 refuse to start (ConfigException) with what the rule describes: a running
+# Java client never reports it, other clients' pushed configs and .properties files still can.
+JAVA_REFUSES = "Java 2.8–4.4 refuse to start with it (ConfigException), so only other clients and files report it"
 # KIP-896: Kafka 4.0 keeps only protocol versions of Kafka 2.1 and later (Java clients >= 2.1)
 # and the versions librdkafka 1.8.2 (the client release KIP-896 analysed) uses.
 MIN_JAVA_FOR_KAFKA4 = (2, 1, 0)
@@ -40,105 +45,140 @@ class Rule:
     client_types: tuple[str, ...] = ()
     condition: str | None = None
     fleet: str | None = None
+    # Which client versions can report it, checked against real Java clients 2.8-4.4 (tests/clients).
+    versions: str = ""
 
 
 RULES: tuple[Rule, ...] = (
     Rule("CC001", "critical", "Idempotent producer without acks=all",
-         "Idempotence requires acks=all; the Java producer refuses to start and other clients "
-         "silently weaken or disable idempotence.",
+         "Idempotence requires acks=all. The Java producer refuses to start when enable.idempotence=true "
+         "is set with other acks, and since 3.0 turns its default idempotence off, logging "
+         "enable.idempotence=false, when acks is not all; other clients may silently weaken or disable "
+         "idempotence.",
          DOC + "#producerconfigs_enable.idempotence", ("enable.idempotence", "acks"),
          ("producer", "streams"),
-         "{str:enable.idempotence} = 'true' AND {str:acks} NOT IN ('all', '-1')"),
+         "{str:enable.idempotence} = 'true' AND {str:acks} NOT IN ('all', '-1')",
+         versions=JAVA_REFUSES),
     Rule("CC002", "critical", "Idempotent producer with more than 5 in-flight requests",
          "Ordering and deduplication are only guaranteed with "
-         "max.in.flight.requests.per.connection <= 5 when idempotence is on.",
+         "max.in.flight.requests.per.connection <= 5 when idempotence is on. The Java producer refuses "
+         "to start with enable.idempotence=true and more; 3.x turns its default idempotence off instead "
+         "(with a warning) and 4.x refuses that too.",
          DOC + "#producerconfigs_max.in.flight.requests.per.connection",
          ("enable.idempotence", "max.in.flight.requests.per.connection"), ("producer", "streams"),
-         "{str:enable.idempotence} = 'true' AND {num:max.in.flight.requests.per.connection} > 5"),
+         "{str:enable.idempotence} = 'true' AND {num:max.in.flight.requests.per.connection} > 5",
+         versions=JAVA_REFUSES + " (2.8 logs its config first)"),
     Rule("CC003", "warning", "Producer retries disabled",
-         "retries=0 turns every transient error (leader change, timeout) into a lost send.",
-         DOC + "#producerconfigs_retries", ("retries",), ("producer", "streams"),
-         "{num:retries} = 0"),
+         "retries=0 turns every transient error (leader change, timeout) into a lost send; since 3.0 it "
+         "also turns the Java producer's default idempotence off. Producers only: the `retries` a Streams "
+         "app logs in its StreamsConfig block (2.8–3.9, default 0, deprecated by KIP-572) is not its "
+         "producer's, which logs a block of its own.",
+         DOC + "#producerconfigs_retries", ("retries",), ("producer",),
+         "{num:retries} = 0", versions="all producers; Java 2.8–4.4 start with it"),
     Rule("CC004", "warning", "acks=0: fire and forget",
          "With acks=0 the producer never learns whether a record was written; records are lost "
          "silently on any broker problem.",
-         DOC + "#producerconfigs_acks", ("acks",), ("producer", "streams"), "{str:acks} = '0'"),
+         DOC + "#producerconfigs_acks", ("acks",), ("producer", "streams"), "{str:acks} = '0'",
+         versions="all clients; Java 2.8–4.4 start with it (and turn default idempotence off since 3.0)"),
     Rule("CC005", "warning", "delivery.timeout.ms shorter than linger.ms + request.timeout.ms",
          "delivery.timeout.ms must be at least linger.ms + request.timeout.ms, otherwise records "
-         "expire before a single request can complete.",
+         "expire before a single request can complete. The Java producer refuses to start when "
+         "delivery.timeout.ms is set that low (after logging its config), and raises a default one to "
+         "the sum.",
          DOC + "#producerconfigs_delivery.timeout.ms",
          ("delivery.timeout.ms", "linger.ms", "request.timeout.ms"), ("producer", "streams"),
-         "{num:delivery.timeout.ms} < {num:linger.ms} + {num:request.timeout.ms}"),
+         "{num:delivery.timeout.ms} < {num:linger.ms} + {num:request.timeout.ms}",
+         versions="Java 2.8–4.4 log their config, then refuse to start (ConfigException): their logs show "
+                  "it, a running Java client never pushes it"),
     Rule("CC006", "warning", "Batching disabled (batch.size=0)",
          "batch.size=0 sends every record in its own request, multiplying broker load.",
          DOC + "#producerconfigs_batch.size", ("batch.size",), ("producer", "streams"),
-         "{num:batch.size} = 0"),
+         "{num:batch.size} = 0", versions="all clients; Java 2.8–4.4 start with it"),
     Rule("CC007", "warning", "Retries without idempotence can reorder records",
          "With idempotence off, retries > 0 and more than one in-flight request, a retried "
-         "batch can land after a later one.",
+         "batch can land after a later one. Every Java producer before 3.0 does this by default, and "
+         "since 3.0 one with acks=1 does too: acks other than all silently turn idempotence off. With "
+         "acks=0 nothing is retried.",
          DOC + "#producerconfigs_max.in.flight.requests.per.connection",
          ("enable.idempotence", "retries", "max.in.flight.requests.per.connection"),
          ("producer", "streams"),
          "{str:enable.idempotence} = 'false' AND {num:retries} > 0 "
-         "AND {num:max.in.flight.requests.per.connection} > 1"),
+         "AND {num:max.in.flight.requests.per.connection} > 1 AND coalesce({str:acks}, '') <> '0'",
+         versions="all clients; Java 2.8 by default, 3.0–4.4 with acks=1 (or, in 3.x, more than 5 in flight)"),
     Rule("CC008", "warning", "buffer.memory smaller than batch.size",
          "A single batch cannot fit in the producer's buffer; send() blocks until max.block.ms.",
          DOC + "#producerconfigs_buffer.memory", ("buffer.memory", "batch.size"),
-         ("producer", "streams"), "{num:buffer.memory} < {num:batch.size}"),
+         ("producer", "streams"), "{num:buffer.memory} < {num:batch.size}",
+         versions="all clients; Java 2.8–4.4 start with it"),
     Rule("CC009", "warning", "session.timeout.ms below 3 x heartbeat.interval.ms",
          "The heartbeat interval should be at most a third of the session timeout so a member "
-         "survives a missed heartbeat.",
+         "survives a missed heartbeat. The Java consumer refuses to start when the heartbeat interval "
+         "reaches the session timeout. Consumers of the KIP-848 protocol (group.protocol=consumer) "
+         "take both from the broker: 3.7–3.9 ignore them, 4.x refuse them.",
          DOC + "#consumerconfigs_heartbeat.interval.ms",
          ("session.timeout.ms", "heartbeat.interval.ms"), ("consumer", "streams"),
-         "{num:session.timeout.ms} < 3 * {num:heartbeat.interval.ms}"),
+         f"{{num:session.timeout.ms}} < 3 * {{num:heartbeat.interval.ms}} AND {CLASSIC_GROUP}",
+         versions="classic-protocol consumers; Java 2.8–4.4 start with it below the session timeout (at or "
+                  "above it they log their config, then refuse to start)"),
     Rule("CC010", "warning", "fetch.max.wait.ms not below request.timeout.ms",
          "A fetch may legitimately wait fetch.max.wait.ms; if that reaches request.timeout.ms "
          "idle fetches time out and reconnect.",
          DOC + "#consumerconfigs_fetch.max.wait.ms", ("fetch.max.wait.ms", "request.timeout.ms"),
          ("consumer", "share_consumer", "streams"),
-         "{num:fetch.max.wait.ms} >= {num:request.timeout.ms}"),
-    Rule("CC011", "info", "auto.offset.reset=none",
-         "A consumer without committed offsets throws NoOffsetForPartitionException instead of "
-         "starting; fine when deliberate, surprising otherwise.",
+         "{num:fetch.max.wait.ms} >= {num:request.timeout.ms}",
+         versions="all clients; Java 2.8–4.4 start with it"),
+    Rule("CC011", "info", "auto.offset.reset=none in a consumer group",
+         "A group member without committed offsets throws NoOffsetForPartitionException instead of "
+         "starting; fine when deliberate, surprising otherwise. A consumer outside any group that "
+         "positions itself is fine: Kafka Streams gives its restore and global consumers "
+         "auto.offset.reset=none and no group.id. Share consumers refuse the key (the group's "
+         "share.auto.offset.reset decides).",
          DOC + "#consumerconfigs_auto.offset.reset", ("auto.offset.reset",),
-         ("consumer", "streams"), "{str:auto.offset.reset} = 'none'"),
+         ("consumer", "streams"), "{str:auto.offset.reset} = 'none' AND {str:group.id} IS NOT NULL",
+         versions="group consumers; Java 2.8–4.4 start with it"),
     Rule("CC012", "warning", "Extreme max.poll.records",
          "max.poll.records above 10000 risks exceeding max.poll.interval.ms while processing; "
          "1 makes every poll a round trip.",
          DOC + "#consumerconfigs_max.poll.records", ("max.poll.records",),
          ("consumer", "share_consumer", "streams"),
-         "{num:max.poll.records} > 10000 OR {num:max.poll.records} = 1"),
+         "{num:max.poll.records} > 10000 OR {num:max.poll.records} = 1",
+         versions="consumers and share consumers; Java 2.8–4.4 start with it"),
     Rule("CC013", "warning", "Extreme max.poll.interval.ms",
          "Below 10 s members are evicted during ordinary processing pauses; above 1 h a stuck "
          "consumer holds its partitions for too long.",
          DOC + "#consumerconfigs_max.poll.interval.ms", ("max.poll.interval.ms",),
          ("consumer", "share_consumer", "streams"),
-         "{num:max.poll.interval.ms} < 10000 OR {num:max.poll.interval.ms} > 3600000"),
+         "{num:max.poll.interval.ms} < 10000 OR {num:max.poll.interval.ms} > 3600000",
+         versions="consumers and share consumers; Java 2.8–4.4 start with it"),
     Rule("CC014", "warning", "session.timeout.ms outside the broker's default bounds",
          "Brokers reject JoinGroup when session.timeout.ms is outside group.min.session.timeout.ms "
-         "(6 s) .. group.max.session.timeout.ms (30 min) by default.",
+         "(6 s) .. group.max.session.timeout.ms (30 min) by default. Consumers of the KIP-848 "
+         "protocol (group.protocol=consumer) take their session timeout from the broker.",
          DOC + "#brokerconfigs_group.min.session.timeout.ms", ("session.timeout.ms",),
          ("consumer", "streams"),
-         "{num:session.timeout.ms} < 6000 OR {num:session.timeout.ms} > 1800000"),
+         f"({{num:session.timeout.ms}} < 6000 OR {{num:session.timeout.ms}} > 1800000) AND {CLASSIC_GROUP}",
+         versions="classic-protocol consumers; Java 2.8–4.4 start with it (the broker refuses the join)"),
     Rule("CC015", "info", "Missing or generated client.id",
          "Without a stable client.id, quotas, request logs and broker metrics cannot name the "
          "application.",
-         DOC + "#producerconfigs_client.id", ("client.id",), (), fleet="missing_client_id"),
+         DOC + "#producerconfigs_client.id", ("client.id",), (), fleet="missing_client_id",
+         versions="all clients; Java producers and consumers log their generated id, admin clients an empty one"),
     Rule("CC016", "warning", f"One client.id shared by more than {SHARED_CLIENT_ID_THRESHOLD} "
          "instances",
          "Quotas and metrics are per client.id; many instances sharing one id share one quota "
          "and become indistinguishable.",
-         DOC + "#design_quotas", ("client.id",), (), fleet="shared_client_id"),
+         DOC + "#design_quotas", ("client.id",), (), fleet="shared_client_id", versions="all clients"),
     Rule("CC017", "warning", "Members of one consumer group disagree on group settings",
          "Members of a group with different session/poll/heartbeat settings or assignors "
          "rebalance unpredictably; the group behaves like its weakest member.",
          DOC + "#consumerconfigs_session.timeout.ms", GROUP_CONSISTENCY_KEYS, (),
-         fleet="group_disagreement"),
+         fleet="group_disagreement", versions="consumers (classic and KIP-848 groups alike)"),
     Rule("CC018", "critical", "Client too old for the cluster's Kafka 4.x brokers",
          "Kafka 4.0 removed protocol versions older than Kafka 2.1 (KIP-896): Java clients "
          "below 2.1 and librdkafka below 1.8.2 get UNSUPPORTED_VERSION.",
          "https://cwiki.apache.org/confluence/display/KAFKA/KIP-896%3A+Remove+old+client+protocol+API+versions+in+Kafka+4.0",
-         ("client_software_version",), (), fleet="client_too_old"),
+         ("client_software_version",), (), fleet="client_too_old",
+         versions="Java below 2.1, librdkafka below 1.8.2, on clusters of Kafka 4.x brokers"),
 )
 
 _PLACEHOLDER = re.compile(r"\{(num|str|has):([A-Za-z0-9_.\-]+)\}")

@@ -178,11 +178,13 @@ def numeric_distribution(df: pd.DataFrame, *, key: str, title: str | None = None
         return _empty(title, f"no numeric summary for {esc(key)}")
     fig = go.Figure()
     for _, row in frame.iterrows():
-        label = row["cluster"] + (f" ({row['client_type']})" if row.get("client_type") else "")
-        fig.add_trace(go.Box(name=esc(label), lowerfence=[row["min"]], q1=[row["min"]], median=[row["p50"]],
+        label = esc(row["cluster"] + (f" ({row['client_type']})" if row.get("client_type") else ""))
+        # Precomputed boxes need their own x: without one, plotly draws every trace at x=0, on top of each other.
+        fig.add_trace(go.Box(name=label, x=[label], lowerfence=[row["min"]], q1=[row["min"]], median=[row["p50"]],
                              q3=[row["p90"]], upperfence=[row["max"]], boxpoints=False))
     fig.update_layout(title=title, template=TEMPLATE, showlegend=False,
                       yaxis_title=f"{esc(key)} (box: min–p90, whiskers to max)")
+    fig.update_xaxes(type="category")
     return fig
 
 

@@ -297,7 +297,7 @@ def ingest_counts(stats: pd.DataFrame, *, since_start: bool = False) -> IngestCo
     )
 
 
-ALERT_COLUMNS = ["raised_at", "severity", "source", "rule", "cluster", "subject", "evidence",
+ALERT_COLUMNS = ["raised_at", "severity", "source", "rule", "title", "cluster", "subject", "evidence",
                  "rationale", "doc_url", "poll_id", "status", "last_seen_at", "resolved_at", "latest_evidence"]
 
 
@@ -315,7 +315,8 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
     if not fleet.empty:
         parts.append(pd.DataFrame({
             "raised_at": fleet["raised_at"], "severity": fleet["severity"], "source": "fleet",
-            "rule": fleet["rule"], "cluster": fleet["cluster_name"], "subject": fleet["subject"].fillna(""),
+            "rule": fleet["rule"], "title": "", "cluster": fleet["cluster_name"],
+            "subject": fleet["subject"].fillna(""),
             "evidence": fleet["evidence_json"].fillna(""), "rationale": fleet["explanation"].fillna(""),
             "doc_url": fleet["doc_url"], "poll_id": fleet["poll_id"],
             # Incidents (lake v2): open/resolved and when last seen; a v1 lake has per-poll alerts.
@@ -328,7 +329,8 @@ def unified_alerts(fleet: pd.DataFrame, config: pd.DataFrame, names: dict[str, s
     if not config.empty:
         parts.append(pd.DataFrame({
             "raised_at": config["computed_at"], "severity": config["severity"], "source": "client config",
-            "rule": config["rule_id"], "cluster": config["cluster_id"].map(lambda c: names.get(c, c)),
+            "rule": config["rule_id"], "title": config["title"].fillna(""),
+            "cluster": config["cluster_id"].map(lambda c: names.get(c, c)),
             "subject": config.apply(_subject, axis=1),
             "evidence": config["observed_json"].map(_redact_observed),
             "rationale": config["title"].fillna("") + ": " + config["explanation"].fillna(""),

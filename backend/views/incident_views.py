@@ -7,9 +7,10 @@ import pandas as pd
 from backend.views.config_views import SEVERITY_RANK
 from backend.views.evidence import evidence_text
 
-BOARD_COLUMNS = ["state", "severity", "source", "rule", "cluster", "subject", "since", "for", "last_seen",
+BOARD_COLUMNS = ["state", "severity", "source", "rule", "title", "cluster", "subject", "since", "for", "last_seen",
                  "resolved", "evidence", "evidence_at_opening", "rationale", "doc_url"]
-BY_RULE_COLUMNS = ["rule", "severity", "source", "open", "clusters", "subjects", "open_since", "longest"]
+# A client-config rule is a code (CC001): its title stands beside it. Fleet rules are named by their code.
+BY_RULE_COLUMNS = ["rule", "title", "severity", "source", "open", "clusters", "subjects", "open_since", "longest"]
 
 
 def duration_text(delta: pd.Timedelta | None) -> str:
@@ -54,6 +55,7 @@ def alert_board(alerts: pd.DataFrame, *, now: pd.Timestamp | None = None) -> pd.
         "severity": alerts["severity"],
         "source": alerts["source"],
         "rule": alerts["rule"],
+        "title": alerts["title"].fillna("") if "title" in alerts else "",
         "cluster": alerts["cluster"],
         "subject": alerts["subject"].fillna(""),
         "since": since,
@@ -92,8 +94,8 @@ def by_rule(board: pd.DataFrame, *, now: pd.Timestamp | None = None) -> pd.DataF
         return pd.DataFrame(columns=BY_RULE_COLUMNS)
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
     grouped = rows.groupby(["rule", "severity", "source"], sort=False).agg(
-        open=("rule", "size"), clusters=("cluster", "nunique"), subjects=("subject", "nunique"),
-        open_since=("since", "min")).reset_index()
+        title=("title", "first"), open=("rule", "size"), clusters=("cluster", "nunique"),
+        subjects=("subject", "nunique"), open_since=("since", "min")).reset_index()
     grouped["longest"] = [duration_text(now - start) for start in _utc(grouped["open_since"])]
     grouped["_rank"] = grouped["severity"].map(SEVERITY_RANK).fillna(9)
     grouped = grouped.sort_values(["_rank", "open", "rule"], ascending=[True, False, True])

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from backend.views import incident_views
+from backend.views import config_views, incident_views
 
 NOW = pd.Timestamp("2026-11-23 12:00", tz="UTC")
 
@@ -57,6 +57,22 @@ def test_resolved_in_window_and_grouped_by_rule() -> None:
     assert grouped.loc["under_replicated", ["open", "clusters", "subjects"]].tolist() == [2, 2, 2]
     assert grouped.loc["under_replicated", "longest"] == "2 h 30 min"
     assert incident_views.open_counts(board) == {"critical": 2, "warning": 1, "info": 0}
+
+
+def test_client_config_rules_show_their_title_beside_the_code() -> None:
+    config = pd.DataFrame({"computed_at": [NOW - pd.Timedelta(hours=1)] * 2, "severity": ["critical", "critical"],
+                           "rule_id": ["CC001", "CC001"], "title": ["Idempotent producer without acks=all"] * 2,
+                           "cluster_id": ["id-a", "id-b"], "client_id": ["w1", "w2"], "client_instance_id": ["i1", "i2"],
+                           "group_id": [None, None], "client_type": ["producer"] * 2,
+                           "observed_json": ['{"acks": "1"}'] * 2, "explanation": ["e"] * 2, "doc_url": [None] * 2})
+    alerts = config_views.unified_alerts(ALERTS.drop(columns=["latest_evidence"]).rename(
+        columns={"cluster": "cluster_name", "evidence": "evidence_json", "rationale": "explanation"}), config,
+        {"id-a": "a", "id-b": "b"})
+    grouped = incident_views.by_rule(incident_views.alert_board(alerts, now=NOW), now=NOW).set_index("rule")
+    assert list(grouped.columns[:2]) == ["title", "severity"]
+    assert grouped.loc["CC001", "title"] == "Idempotent producer without acks=all"
+    assert grouped.loc["CC001", ["open", "clusters"]].tolist() == [2, 2]
+    assert grouped.loc["under_replicated", "title"] == ""  # fleet rules are named by their code
 
 
 def test_an_empty_frame_gives_empty_views() -> None:

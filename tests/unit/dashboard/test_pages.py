@@ -30,7 +30,7 @@ TABLE_COLUMNS = {
     "compare_side": {"value", "prod-eu", "prod-us"},
     "client_configs_versions_table": {"client_software_name", "instances"},
     "alerts_table": {"severity", "rule", "evidence", "rationale"},
-    "alerts_by_rule": {"rule", "open", "clusters", "subjects", "longest"},
+    "alerts_by_rule": {"rule", "title", "open", "clusters", "subjects", "longest"},
     "alerts_resolved": {"rule", "resolved", "evidence_at_opening"},
     "client_configs_group_drift": {"group_id", "members", "value_counts_json"},
     "client_configs_shares": {"value", "reported as"},
@@ -192,6 +192,7 @@ def test_alerts_show_open_incidents_by_rule_then_resolved_ones_in_the_window(fix
     assert missing["for"].endswith(("d 0 h", "h", "min")) and missing["for"][0].isdigit()
     by_rule = _frame(app, "alerts_by_rule").set_index("rule")
     assert by_rule.loc["broker_missing", "open"] == 1 and by_rule.loc["broker_missing", "clusters"] == 1
+    assert by_rule.loc["producer_acks_zero", "title"] == "Producer with acks=0"  # the title beside the code
     assert [m.value for m in app.metric][:3] == ["2", "1", "0"]
     # The fixture's events are two days old: resolved, outside 24 hours, inside 7 days.
     assert not [f for f in app.dataframe if "resolved" in f.value.columns and (f.value["state"] == "resolved").any()]

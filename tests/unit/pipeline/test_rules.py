@@ -22,6 +22,8 @@ CASES: dict[str, tuple[dict[str, str | None], str, set[str]]] = {
     "CC002-fire": ({"enable.idempotence": "true", "max.in.flight.requests.per.connection": "6"}, P, {"CC002"}),
     "CC002-quiet": ({"enable.idempotence": "true", "max.in.flight.requests.per.connection": "5"}, P, set()),
     "CC003-fire": ({"retries": "0"}, P, {"CC003"}),
+    # StreamsConfig's own retries (2.8-3.9, default 0) is not its producer's setting.
+    "CC003-quiet-streams": ({"retries": "0", "application.id": "app"}, "streams", set()),
     "CC003-quiet": ({"retries": "3"}, P, set()),
     "CC004-fire": ({"acks": "0"}, P, {"CC004"}),
     "CC004-quiet": ({"acks": "-1"}, P, set()),
@@ -31,13 +33,25 @@ CASES: dict[str, tuple[dict[str, str | None], str, set[str]]] = {
     "CC006-quiet": ({"batch.size": "16384"}, P, set()),
     "CC007-fire": ({"enable.idempotence": "false", "retries": "3", "max.in.flight.requests.per.connection": "5"}, P, {"CC007"}),
     "CC007-quiet": ({"enable.idempotence": "false", "retries": "3", "max.in.flight.requests.per.connection": "1"}, P, set()),
+    # acks=0 never retries, so nothing can be reordered (it is CC004's case).
+    "CC007-quiet-acks0": ({"enable.idempotence": "false", "retries": "3", "max.in.flight.requests.per.connection": "5",
+                           "acks": "0"}, P, {"CC004"}),
+    "CC007-fire-acks1": ({"enable.idempotence": "false", "retries": "2147483647",
+                          "max.in.flight.requests.per.connection": "5", "acks": "1"}, P, {"CC007"}),
     "CC008-fire": ({"buffer.memory": "1000", "batch.size": "16384"}, P, {"CC008"}),
     "CC008-quiet": ({"buffer.memory": "33554432", "batch.size": "16384"}, P, set()),
     "CC009-fire": ({"session.timeout.ms": "10000", "heartbeat.interval.ms": "4000"}, C, {"CC009"}),
     "CC009-quiet": ({"session.timeout.ms": "45000", "heartbeat.interval.ms": "3000"}, C, set()),
+    # KIP-848 consumers take session timeout and heartbeat from the broker.
+    "CC009-quiet-kip848": ({"session.timeout.ms": "10000", "heartbeat.interval.ms": "4000", "group.protocol": "consumer"},
+                           C, set()),
+    "CC009-fire-classic": ({"session.timeout.ms": "10000", "heartbeat.interval.ms": "4000", "group.protocol": "classic"},
+                           C, {"CC009"}),
     "CC010-fire": ({"fetch.max.wait.ms": "30000", "request.timeout.ms": "30000"}, C, {"CC010"}),
     "CC010-quiet": ({"fetch.max.wait.ms": "500", "request.timeout.ms": "30000"}, C, set()),
-    "CC011-fire": ({"auto.offset.reset": "none"}, C, {"CC011"}),
+    "CC011-fire": ({"auto.offset.reset": "none", "group.id": "orders"}, C, {"CC011"}),
+    # Kafka Streams' restore and global consumers: no group, auto.offset.reset=none on purpose.
+    "CC011-quiet-no-group": ({"auto.offset.reset": "none", "group.id": None}, C, set()),
     "CC011-quiet": ({"auto.offset.reset": "earliest"}, C, set()),
     "CC012-fire": ({"max.poll.records": "20000"}, C, {"CC012"}),
     "CC012-fire-one": ({"max.poll.records": "1"}, C, {"CC012"}),
@@ -45,6 +59,7 @@ CASES: dict[str, tuple[dict[str, str | None], str, set[str]]] = {
     "CC013-fire": ({"max.poll.interval.ms": "5000"}, C, {"CC013"}),
     "CC013-quiet": ({"max.poll.interval.ms": "300000"}, C, set()),
     "CC014-fire": ({"session.timeout.ms": "3000"}, C, {"CC014"}),
+    "CC014-quiet-kip848": ({"session.timeout.ms": "3000", "group.protocol": "CONSUMER"}, C, set()),
     "CC014-quiet": ({"session.timeout.ms": "45000"}, C, set()),
     "CC001-wrong-type": ({"enable.idempotence": "true", "acks": "1"}, C, set()),  # consumer: n/a
 }
