@@ -8,12 +8,12 @@ STAMPS := .cache/stamps
 KAFKA_VERSIONS := 3.9.2 4.3.1
 PYTEST_ARGS ?=
 
-.PHONY: demo test install install-dev deps-system deps-demo-system kafka-jars client-jars lint typecheck unit clean
+.PHONY: demo test install install-dev deps-system deps-demo-system kafka-jars client-jars oidc-provider lint typecheck unit clean
 
 demo: install deps-demo-system
 	$(PY) -m backend demo
 
-test: install-dev deps-system kafka-jars client-jars lint typecheck
+test: install-dev deps-system kafka-jars client-jars oidc-provider lint typecheck
 	mkdir -p artifacts
 	$(PY) -m pytest --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
 
@@ -53,6 +53,13 @@ $(STAMPS)/kafka-%: tests/pom.xml
 	mvn -B -q -f tests/pom.xml -Dkafka.version=$* dependency:copy-dependencies
 	mkdir -p $(STAMPS) && touch $@
 
+# A real OpenID Connect provider for the login tests: npm oidc-provider, pinned in tests/oidc/package-lock.json.
+# The marker npm ci writes lives in the checkout itself, so each clone installs its own.
+oidc-provider: tests/oidc/node_modules/.package-lock.json
+
+tests/oidc/node_modules/.package-lock.json: tests/oidc/package.json tests/oidc/package-lock.json
+	npm ci --prefix tests/oidc --ignore-scripts --no-audit --no-fund
+
 # Java client jars, from Maven Central: the clients the real-client log tests build (tests/clients/pom.xml,
 # into .cache/clients/<version>/libs and .cache/clients/logging), and the kafka-clients and kafka-streams jars
 # of every release known_keys.json is generated from (tests/known-keys/pom.xml, into .cache/known-keys).
@@ -74,4 +81,4 @@ typecheck: install-dev
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) .cache artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .cache artifacts .pytest_cache .mypy_cache .ruff_cache tests/oidc/node_modules

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, ValidationError, field_validator
 
 from backend.service_settings import ClientConfigSource, ServiceSettings
 from backend.store.location import ENV_LAKE, check_lake_text, resolve_lake
@@ -112,6 +112,29 @@ class SecuritySettings:
     ssl_keyfile: str | None
 
 
+# A principal in a grant: "group:<name>" (a value of the groups claim), "user:<value>" (the user claim, email by
+# default; compared without case) or "*" (anyone who may log in).
+_PRINCIPAL = re.compile(r"(group|user):\S.{0,254}|\*", re.DOTALL)
+# OIDC client settings belong to Streamlit's secrets file, never to the fleet file.
+_OIDC_SECRET_KEYS = {"client_id", "client_secret", "cookie_secret", "server_metadata_url", "redirect_uri",
+                     "expose_tokens", "client_kwargs"}
+
+
+class AccessGrant(_Strict):
+    """Who may view a cluster and who may operate it (Poll now, Recompute); operate implies view."""
+
+    view: list[str] = Field(default_factory=list, max_length=1000)
+    operate: list[str] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("view", "operate")
+    @classmethod
+    def _principals(cls, value: list[str]) -> list[str]:
+        for principal in value:
+            if not _PRINCIPAL.fullmatch(principal) or principal != principal.strip():
+                raise ValueError(f"{principal!r} is not a principal: write \"group:NAME\", \"user:EMAIL\" or \"*\"")
+        return value
+
+
 class ClusterConfig(_Strict):
     """One cluster of the fleet."""
 
@@ -128,6 +151,8 @@ class ClusterConfig(_Strict):
     ssl_keyfile: str | None = None
     ssl_key_password_env: str | None = None
     ssl_check_hostname: bool = True
+    # Who may see and operate this cluster when login is on; None: [auth] default_access applies.
+    access: AccessGrant | None = None
 
     _password: Secret | None = PrivateAttr(default=None)
     _ssl_key_password: Secret | None = PrivateAttr(default=None)
@@ -286,10 +311,51 @@ class Settings(_Strict):
         return value
 
 
+class AuthSettings(_Strict):
+    """[auth]: the product's login settings (the OIDC provider itself is set in .streamlit/secrets.toml [auth]).
+
+    ``required``: true turns login on; false (with ``--insecure-no-login``) allows serving beyond loopback without
+    login; unset means no login, on loopback only.
+    """
+
+    required: StrictBool | None = None  # a TOML boolean: "yes" or "false" in quotes is refused
+    # The [auth.<provider>] of secrets.toml to log in with; None: the settings directly under [auth].
+    provider: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]{1,64}$")
+    # Where the groups are in the ID token: a claim name or a dotted path ("realm_access.roles"); several allowed.
+    groups_claim: str | list[str] = "groups"
+    user_claim: str = Field(default="email", min_length=1, max_length=200)
+    # When set, only members of one of these groups may log in at all.
+    allowed_groups: list[str] = Field(default_factory=list, max_length=1000)
+    # Sessions older than this (from the ID token's auth_time, else iat) are logged out; Streamlit's cookie lasts 30 days.
+    max_session_hours: float = Field(default=12.0, gt=0, le=720, allow_inf_nan=False)
+    # The grant of every cluster that has no `access` of its own; None: such clusters are shown to nobody.
+    default_access: AccessGrant | None = None
+
+    @field_validator("groups_claim")
+    @classmethod
+    def _claim_paths(cls, value: str | list[str]) -> str | list[str]:
+        paths = [value] if isinstance(value, str) else value
+        if not paths or any(not p or len(p) > 200 or any(not part for part in p.split(".")) for p in paths):
+            raise ValueError("must be a claim name or dotted path such as \"groups\" or \"realm_access.roles\", "
+                             "or a list of them")
+        return value
+
+    @property
+    def groups_claims(self) -> list[str]:
+        """The group claim paths as a list."""
+        return [self.groups_claim] if isinstance(self.groups_claim, str) else list(self.groups_claim)
+
+    @property
+    def login(self) -> bool:
+        """Whether login is on."""
+        return self.required is True
+
+
 class Fleet(_Strict):
     """The whole fleet file."""
 
     settings: Settings = Field(default_factory=Settings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     clusters: list[ClusterConfig] = Field(default_factory=list)
     # `serve`: its ports and schedules, and the client-config sources it ingests (backend/service).
     service: ServiceSettings = Field(default_factory=ServiceSettings)
@@ -304,8 +370,12 @@ class Fleet(_Strict):
         raise KeyError(name)
 
 
-def load_fleet(path: str | os.PathLike[str], secrets_path: str | os.PathLike[str] | None = None) -> Fleet:
-    """Read, validate and resolve secrets for a fleet file; raise FleetConfigError naming file, line and key."""
+def load_fleet(path: str | os.PathLike[str], secrets_path: str | os.PathLike[str] | None = None, *,
+               resolve_secrets: bool = True) -> Fleet:
+    """Read, validate and resolve secrets for a fleet file; raise FleetConfigError naming file, line and key.
+
+    ``resolve_secrets=False`` validates everything but leaves passwords unresolved (the UI needs only names and
+    grants, and has no business holding cluster passwords)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -317,10 +387,11 @@ def load_fleet(path: str | os.PathLike[str], secrets_path: str | os.PathLike[str
         line = data[: exc.start].count(b"\n") + 1
         raise FleetConfigError(f"{path}:{line}: the fleet file is not UTF-8 text (byte {exc.start + 1} cannot be "
                                "decoded); save it as UTF-8") from None
-    return parse_fleet(text, source=str(path), secrets_path=secrets_path)
+    return parse_fleet(text, source=str(path), secrets_path=secrets_path, resolve_secrets=resolve_secrets)
 
 
-def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.PathLike[str] | None = None) -> Fleet:
+def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.PathLike[str] | None = None,
+                resolve_secrets: bool = True) -> Fleet:
     """Validate fleet-file text; see load_fleet."""
     try:
         raw = tomllib.loads(text)
@@ -335,6 +406,7 @@ def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.Pa
         if isinstance(cluster_raw, dict):
             _refuse_inline_secrets(cluster_raw, index, source, lines)
     _refuse_inline_secrets({k: v for k, v in raw.items() if k != "clusters"}, None, source, lines)
+    _refuse_oidc_secrets(raw.get("auth"), source, lines)
 
     try:
         fleet = Fleet.model_validate({**raw, "source": source})
@@ -354,6 +426,8 @@ def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.Pa
             raise FleetConfigError(f"{source}:{lines.find(index, key)}: cluster '{cluster.name}': key '{key}': {problem}")
 
     _check_sources(fleet, seen, source, lines)
+    if not resolve_secrets:
+        return fleet
     secrets = _read_secrets(secrets_path if secrets_path is not None else fleet.settings.secrets_file, source)
     for index, cluster in enumerate(fleet.clusters):
         _resolve_secrets(cluster, secrets, index, source, lines)
@@ -385,6 +459,17 @@ def _refuse_inline_secrets(table: dict[str, Any], index: int | None, source: str
             )
 
 
+def _refuse_oidc_secrets(auth: Any, source: str, lines: _KeyLines) -> None:
+    if not isinstance(auth, dict):
+        return
+    for key in auth:
+        if key in _OIDC_SECRET_KEYS:
+            raise FleetConfigError(
+                f"{source}:{lines.find(None, f'auth.{key}')}: auth: key '{key}': the OpenID Connect provider is set in "
+                ".streamlit/secrets.toml [auth] (Streamlit's st.login), never in the fleet file; see docs/auth.md"
+            )
+
+
 def _walk(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     items: list[tuple[str, Any]] = []
     for key, value in table.items():
@@ -410,6 +495,8 @@ def _describe(exc: ValidationError, raw: dict[str, Any], source: str, lines: _Ke
             key_parts = loc[2:]
         elif loc and loc[0] == "settings":
             key_parts = loc[1:]
+        elif loc and loc[0] == "auth" and len(loc) > 1:
+            where, key_parts = "auth", loc[1:]
         elif loc and loc[0] == "client_configs" and len(loc) > 1 and loc[1].isdigit():
             where = f"client_configs #{int(loc[1]) + 1}"
             key = ".".join(loc[2:]) or "(table)"
@@ -422,7 +509,7 @@ def _describe(exc: ValidationError, raw: dict[str, Any], source: str, lines: _Ke
             text = "unknown key"
         elif error["type"] == "literal_error":
             text = f"{text} (got {_shown_value(raw, loc)!r})"
-        line = lines.find(index, key) if key_parts else lines.cluster_start(index)
+        line = lines.find(index, f"auth.{key}" if where == "auth" else key) if key_parts else lines.cluster_start(index)
         messages.append(f"{source}:{line}: {where}: key '{key}': {text}")
     return "; ".join(messages)
 

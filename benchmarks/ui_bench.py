@@ -192,13 +192,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(lake: Path, log: Path, app: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def serve(lake: Path, log: Path, app: Path | None = None, *, port: int | None = None,
+          env: dict[str, str] | None = None, args: list[str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
     """Start `streamlit run dashboard/app.py` (or another app) on the lake and wait until it is healthy."""
-    port = _free_port()
-    env = {**os.environ, "FLEETVIEW_LAKE": str(lake), "PYTHONPATH": str(REPO)}
+    port = port or _free_port()
+    env = {**os.environ, "FLEETVIEW_LAKE": str(lake), "PYTHONPATH": str(REPO), **(env or {})}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app or REPO / "dashboard" / "app.py"), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
+           "--server.fileWatcherType", "none", *(args or [])]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

@@ -1,4 +1,4 @@
-"""Streamlit entrypoint: page config, shared sidebar (lake, tag filters, Poll now, Recompute), navigation."""
+"""Streamlit entrypoint: page config, the login gate, shared sidebar (lake, tag filters, Poll now, Recompute), navigation."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ if _ROOT not in sys.path:
 from backend import jobs  # noqa: E402 - needs the sys.path bootstrap above
 from backend.configs.sensitive import install_log_filter  # noqa: E402
 from backend.views import fleet_views  # noqa: E402
-from dashboard import charts, components, data  # noqa: E402
+from dashboard import auth, charts, components, data  # noqa: E402
 
 PAGES = (
     ("../pages/fleet.py", "Fleet", ":material/hub:", "fleet"),
@@ -27,9 +27,10 @@ PAGES = (
 )
 
 
-def sidebar() -> None:
-    """Shared widgets: lake path, tag filters, Poll now / Recompute and their progress."""
+def sidebar(access: auth.Access) -> None:
+    """Shared widgets: who is logged in, lake path, tag filters, Poll now / Recompute and their progress."""
     with st.sidebar:
+        auth.logout_button()
         names = list(data.lake_choices())
         st.selectbox("Lake", names, key="app_lake", disabled=len(names) < 2,
                      help="The lakes the fleet file names ([settings] lake_path and lakes), or $FLEETVIEW_LAKE.")
@@ -41,6 +42,9 @@ def sidebar() -> None:
             options = fleet_views.tag_options(data.latest_clusters(location))
             for key in fleet_views.TAG_KEYS:
                 st.multiselect(key, options.get(key, []), key=f"app_tag_{key}", placeholder=f"all {key}s")
+        if not access.operate_all:
+            st.caption("Poll now and Recompute need the operate role on every cluster of the fleet file.")
+            return
         registry = components.job_registry()
         if st.button("Poll now", width="stretch", key="app_poll", icon=":material/refresh:",
                        help="Runs python -m backend poll --once in the background"):
@@ -58,9 +62,12 @@ def main() -> None:
     st.set_page_config(page_title="Kafka fleet view", page_icon=":material/hub:", layout="wide")
     charts.register_template()
     install_log_filter()  # idempotent: the server's log never carries a credential-shaped value
+    access = auth.gate()  # before any page or sidebar widget: stops the run at the login or "no access" page
     navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
                                 for path, title, icon, url in PAGES])
-    sidebar()
+    sidebar(access)
+    if access.banner:
+        st.warning(access.banner, icon=":material/lock_open:")
     components.unreadable_files(data.lake_problems(data.lake()))
     navigation.run()
 

@@ -129,7 +129,12 @@ def job_registry() -> JobRegistry:
 
 @st.fragment(run_every=2)
 def job_progress() -> None:
-    """Live status of the latest poll and analyze jobs (re-runs every 2 s, never blocks)."""
+    """Live status of the latest poll and analyze jobs (re-runs every 2 s, never blocks); for operators only, since
+    a poll's output names every cluster."""
+    from dashboard import auth
+
+    if not auth.may_operate():
+        return
     registry = job_registry()
     for kind in ("poll", "analyze"):
         job = registry.current(kind)

@@ -1,4 +1,9 @@
-"""Cached readers of the lake for the pages (every cache has a ttl; nothing here touches a cluster)."""
+"""Cached readers of the lake for the pages (every cache has a ttl; nothing here touches a cluster).
+
+The one choke point of who sees what: every reader a page, export or report uses is filtered to the clusters the
+session may view (dashboard.auth, backend.auth.scope) before it returns, so no page can forget. The cache key holds
+the visible names, so sessions with different grants never share an entry.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,12 @@ import logging
 import pandas as pd
 import streamlit as st
 
+from backend.auth.scope import Scope, scope_for
 from backend.config import default_fleet_file
 from backend.views import config_views, fleet_views, frames, lakes
+from dashboard import auth
+
+Visible = tuple[str, ...] | None
 
 SNAPSHOT_TTL_S = 15
 RESULTS_TTL_S = 60
@@ -56,48 +65,117 @@ def lake_problems(location: str) -> list[str]:
     return [] if frames.lake_error(location) else frames.unreadable_results(location)
 
 
+def visible() -> Visible:
+    """The cluster names this session may view (None: every cluster, login off)."""
+    return auth.visible()
+
+
+@st.cache_resource(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=64)
+def _scope(location: str, names: Visible) -> Scope:
+    fleet, _ = auth.policy()
+    return scope_for(names, frames.known_clusters(location), [c.name for c in fleet.clusters] if fleet else [])
+
+
+def scope(location: str) -> Scope:
+    """What this session sees of the lake: names, the cluster ids they report, hidden names to redact."""
+    return _scope(location, visible())
+
+
+def may_view(location: str, cluster: str) -> bool:
+    """Whether this session may view the cluster (says nothing about whether it exists)."""
+    return scope(location).may_view(cluster)
+
+
+def restricted() -> bool:
+    """True when login is on (a query naming an unseen cluster gets "no access", never "not found")."""
+    access = auth.current()
+    return access is None or access.login
+
+
+_TEXT_COLUMNS = ("error", "evidence_json", "latest_evidence_json", "explanation", "subject", "evidence",
+                 "latest_evidence", "rationale", "before_json", "after_json", "value")
+
+
+def _by_name(frame: pd.DataFrame, location: str, names: Visible, column: str = "cluster_name") -> pd.DataFrame:
+    if names is None:
+        return frame
+    seen = _scope(location, names)
+    return seen.redact_columns(seen.by_name(frame, column), _TEXT_COLUMNS).reset_index(drop=True)
+
+
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _cluster_history(location: str, names: Visible) -> pd.DataFrame:
+    return _by_name(frames.known_clusters(location), location, names)
+
+
 def cluster_history(location: str) -> pd.DataFrame:
     """Cluster rows with each cluster's last known id, oldest first (not the whole poll history on a v2 lake)."""
-    return frames.known_clusters(location)
+    return _cluster_history(location, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _latest_clusters(location: str, names: Visible) -> pd.DataFrame:
+    return fleet_views.latest_clusters(_by_name(frames.latest_clusters(location), location, names))
+
+
 def latest_clusters(location: str) -> pd.DataFrame:
     """Latest snapshot per cluster with tag columns."""
-    return fleet_views.latest_clusters(frames.latest_clusters(location))
+    return _latest_clusters(location, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _latest_brokers(location: str, cluster: str | None, with_data: bool, names: Visible) -> pd.DataFrame:
+    if cluster is not None and names is not None and cluster not in names:
+        return frames.latest_rows(location, "broker_snapshots", "", with_data=with_data).iloc[0:0]
+    return _by_name(frames.latest_rows(location, "broker_snapshots", cluster, with_data=with_data), location, names)
+
+
 def latest_brokers(location: str, cluster: str | None = None, with_data: bool = False) -> pd.DataFrame:
     """Broker rows of each cluster's latest poll (with_data: the latest poll that had brokers)."""
-    return frames.latest_rows(location, "broker_snapshots", cluster, with_data=with_data)
+    return _latest_brokers(location, cluster, with_data, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _version_timeline(location: str, names: Visible) -> pd.DataFrame:
+    return _by_name(frames.version_timeline(location), location, names)
+
+
 def version_timeline(location: str) -> pd.DataFrame:
     """First sighting and every version change of every broker."""
-    return frames.version_timeline(location)
+    return _version_timeline(location, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
-def latest_topics(location: str, cluster: str) -> pd.DataFrame:
-    """Topic rows of one cluster's latest poll that had data."""
+def _latest_topics(location: str, cluster: str, names: Visible) -> pd.DataFrame:
+    if names is not None and cluster not in names:
+        return frames.latest_rows(location, "topic_snapshots", "", with_data=True).iloc[0:0]
     return frames.latest_rows(location, "topic_snapshots", cluster, with_data=True)
 
 
+def latest_topics(location: str, cluster: str) -> pd.DataFrame:
+    """Topic rows of one cluster's latest poll that had data."""
+    return _latest_topics(location, cluster, visible())
+
+
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=4)
+def _latest_topics_of(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = [c for c in clusters if names is None or c in names]
+    frame = frames.latest_rows(location, "topic_snapshots", with_data=True)
+    return frame.loc[frame["cluster_name"].isin(allowed), ["cluster_name", "topic", "topic_id"]]
+
+
 def latest_topics_of(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
     """Topic names and ids of several clusters' latest polls that had data."""
-    frame = frames.latest_rows(location, "topic_snapshots", with_data=True)
-    return frame.loc[frame["cluster_name"].isin(clusters), ["cluster_name", "topic", "topic_id"]]
+    return _latest_topics_of(location, clusters, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
-def recent_changes(location: str, cluster: str) -> pd.DataFrame:
-    """Recent changes of one cluster: from the change log (v2 lake), else over its last HISTORY_POLLS polls."""
+def _recent_changes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
+    if names is not None and cluster not in names:
+        return fleet_views.recent_changes_from_log(frames.changes(location, "").iloc[0:0], cluster)
     if frames.is_v2(location):
-        return fleet_views.recent_changes_from_log(frames.changes(location, cluster), cluster)
+        changes = _by_name(frames.changes(location, cluster), location, names)
+        return fleet_views.recent_changes_from_log(changes, cluster)
     mine = frames.poll_history(location, cluster).tail(HISTORY_POLLS)
     polls = set(mine["poll_id"])
     topics = frames.read_snapshots(location, "topic_snapshots", polls, cluster)
@@ -105,59 +183,122 @@ def recent_changes(location: str, cluster: str) -> pd.DataFrame:
     return fleet_views.recent_changes(topics, brokers, mine, cluster)
 
 
+def recent_changes(location: str, cluster: str) -> pd.DataFrame:
+    """Recent changes of one cluster: from the change log (v2 lake), else over its last HISTORY_POLLS polls."""
+    return _recent_changes(location, cluster, visible())
+
+
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _broker_configs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = tuple(c for c in clusters if names is None or c in names)
+    return _by_name(frames.broker_configs(location, allowed), location, names)
+
+
 def broker_configs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
-    """Broker configs and topic overrides of the clusters asked for (each cluster's state file, nothing else)."""
-    return frames.broker_configs(location, clusters)
+    """Broker configs and topic overrides of the clusters asked for that this session may view (their state files)."""
+    return _broker_configs(location, clusters, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _config_runs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = tuple(c for c in clusters if names is None or c in names)
+    return _by_name(frames.config_runs(location, allowed), location, names)
+
+
 def config_runs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
-    """When the configs of the clusters asked for were read, and what could not be."""
-    return frames.config_runs(location, clusters)
+    """When the configs of the clusters asked for (that this session may view) were read, and what could not be."""
+    return _config_runs(location, clusters, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
-def zk_nodes(location: str, cluster: str) -> pd.DataFrame:
-    """ZooKeeper nodes of the cluster's newest poll that read any."""
-    frame = frames.zk_nodes_last_seen(location, cluster)
+def _zk_nodes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
+    if names is not None and cluster not in names:
+        return pd.DataFrame({"path": pd.Series(dtype=object), "value": pd.Series(dtype=object)})
+    frame = _by_name(frames.zk_nodes_last_seen(location, cluster), location, names)
     return frame[["path", "value"]].sort_values("path").reset_index(drop=True)
 
 
+def zk_nodes(location: str, cluster: str) -> pd.DataFrame:
+    """ZooKeeper nodes of the cluster's newest poll that read any."""
+    return _zk_nodes(location, cluster, visible())
+
+
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _fleet_alerts(location: str, names: Visible) -> pd.DataFrame:
+    return _by_name(frames.fleet_alerts(location), location, names)
+
+
 def fleet_alerts(location: str) -> pd.DataFrame:
-    """All fleet alerts."""
-    return frames.fleet_alerts(location)
+    """All fleet alerts (of the clusters this session may view)."""
+    return _fleet_alerts(location, visible())
+
+
+# Results that are not per cluster: shown only to a session that may view every cluster.
+FLEET_WIDE_RESULTS = ("ingest_stats",)
+
+
+def _scoped_result(location: str, name: str, names: Visible) -> pd.DataFrame:
+    frame = frames.read_result(location, name)
+    if names is None:
+        return frame
+    seen = _scope(location, names)
+    if name in FLEET_WIDE_RESULTS:
+        return frame if seen.everything else frame.iloc[0:0]
+    if name == "drift_clusters":
+        return seen.by_id(frame, "cluster_a", "cluster_b")
+    return seen.by_id(frame, "cluster_id") if "cluster_id" in frame else frame.iloc[0:0]
 
 
 @st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False)
-def result(location: str, name: str) -> pd.DataFrame:
-    """One pipeline results table, sensitive keys removed, with a readable cluster column."""
-    frame = config_views.drop_sensitive(frames.read_result(location, name))
+def _result(location: str, name: str, names: Visible) -> pd.DataFrame:
+    frame = config_views.drop_sensitive(_scoped_result(location, name, names))
     if "cluster_id" in frame:
-        frame = config_views.name_clusters(frame, cluster_names(location))
+        frame = config_views.name_clusters(frame, _cluster_names(location, names))
     if name == "drift_clusters":
-        frame = config_views.name_drift(frame, cluster_names(location))
-    return frame
+        frame = config_views.name_drift(frame, _cluster_names(location, names))
+    return frame.reset_index(drop=True)
+
+
+def result(location: str, name: str) -> pd.DataFrame:
+    """One pipeline results table, sensitive keys removed, with a readable cluster column.
+
+    Results are keyed by cluster id: a session sees the rows of ids that a cluster it may view reports (its latest
+    id); rows of any other id are not shown.
+    """
+    return _result(location, name, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _cluster_names(location: str, names: Visible) -> dict[str, str]:
+    history = _cluster_history(location, names)
+    return config_views.id_to_name(history, list(_latest_clusters(location, names)["cluster_name"]))
+
+
 def cluster_names(location: str) -> dict[str, str]:
     """Map cluster id to cluster name ('a / b (same cluster id)' where configured clusters share an id)."""
-    return config_views.id_to_name(cluster_history(location), list(latest_clusters(location)["cluster_name"]))
+    return _cluster_names(location, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _id_collisions(location: str, names: Visible) -> dict[str, list[str]]:
+    history = _cluster_history(location, names)
+    return config_views.id_collisions(history, list(_latest_clusters(location, names)["cluster_name"]))
+
+
 def id_collisions(location: str) -> dict[str, list[str]]:
     """Cluster ids that two or more configured clusters report, with their names."""
-    return config_views.id_collisions(cluster_history(location), list(latest_clusters(location)["cluster_name"]))
+    return _id_collisions(location, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _all_alerts(location: str, names: Visible) -> pd.DataFrame:
+    config = _scoped_result(location, "config_alerts", names)
+    return config_views.unified_alerts(_fleet_alerts(location, names), config, _cluster_names(location, names))
+
+
 def all_alerts(location: str) -> pd.DataFrame:
     """Fleet and client-config alerts in one table."""
-    return config_views.unified_alerts(fleet_alerts(location), frames.read_result(location, "config_alerts"),
-                                       cluster_names(location))
+    return _all_alerts(location, visible())
 
 
 def chosen_clusters(location: str) -> pd.DataFrame:

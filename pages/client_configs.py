@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from backend.views import config_views
 from dashboard import charts, components, data
 
 OVERVIEW_KEYS = 40
+
+
+def ingest_tiles(stats: pd.DataFrame) -> None:
+    """Ingest counters since the lake began and of the last run per source."""
+    for label, since_start in (("since the lake began (all ingest runs)", True),
+                               ("last ingest run (per source)", False)):
+        counts = config_views.ingest_counts(stats, since_start=since_start)
+        st.caption(f"Ingest counts {label}")
+        tiles = st.columns(4)
+        tiles[0].metric(f"records read · {label.split(' (')[0]}", f"{counts.records_read:,}")
+        tiles[1].metric(f"records written · {label.split(' (')[0]}", f"{counts.records_written:,}")
+        tiles[2].metric(f"quarantined · {label.split(' (')[0]}", f"{counts.quarantined:,}")
+        tiles[3].metric(f"sensitive keys dropped · {label.split(' (')[0]}", f"{counts.sensitive_dropped:,}",
+                        help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
 
 
 def main() -> None:
@@ -40,17 +55,11 @@ def main() -> None:
     if software:
         versions = versions[versions["client_software_name"].isin(software)]
 
-    stats = data.result(location, "ingest_stats")
-    for label, since_start in (("since the lake began (all ingest runs)", True),
-                               ("last ingest run (per source)", False)):
-        counts = config_views.ingest_counts(stats, since_start=since_start)
-        st.caption(f"Ingest counts {label}")
-        tiles = st.columns(4)
-        tiles[0].metric(f"records read · {label.split(' (')[0]}", f"{counts.records_read:,}")
-        tiles[1].metric(f"records written · {label.split(' (')[0]}", f"{counts.records_written:,}")
-        tiles[2].metric(f"quarantined · {label.split(' (')[0]}", f"{counts.quarantined:,}")
-        tiles[3].metric(f"sensitive keys dropped · {label.split(' (')[0]}", f"{counts.sensitive_dropped:,}",
-                        help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
+    if data.scope(location).everything:
+        ingest_tiles(data.result(location, "ingest_stats"))
+    else:
+        st.caption("Ingest counts cover every cluster's clients, so they are shown only to those who may view every "
+                   "cluster.")
 
     identity = config_views.identity_keys(data.result(location, "drift_keys"))
     if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,

@@ -14,6 +14,10 @@ def choose_cluster(location: str) -> str | None:
     """Cluster from ?cluster=<name> or the selectbox; keeps the query param in sync."""
     names = list(data.chosen_clusters(location)["cluster_name"])
     wanted = st.query_params.get("cluster")
+    if wanted and wanted not in names and data.restricted() and not data.may_view(location, wanted):
+        # The same words whether or not the cluster exists: a name one may not view reveals nothing.
+        st.error(f"No access to cluster {components.plain(wanted)}.", icon=":material/lock:")
+        return None
     if wanted and wanted not in names:
         st.warning(f"Cluster {components.plain(wanted)} is not in the lake (or is hidden by the tag filters).")
     if wanted in names and wanted != st.session_state.get("cluster_followed_link"):
@@ -90,7 +94,8 @@ def main() -> None:
         return
     cluster = choose_cluster(location)
     if cluster is None:
-        st.info("No cluster matches the tag filters in the sidebar.")
+        if not st.query_params.get("cluster") or data.may_view(location, st.query_params.get("cluster", "")):
+            st.info("No cluster matches the tag filters in the sidebar.")
         return
     latest = data.latest_clusters(location)
     row = latest[latest["cluster_name"] == cluster].iloc[0]

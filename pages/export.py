@@ -80,7 +80,8 @@ def report_section(location: str) -> None:
         st.caption("Choose clusters to build the report.")
         return
     try:
-        text = report.build_drift_report(location, clusters, keys or None, include_identity=identity)
+        text = report.build_drift_report(location, clusters, keys or None, include_identity=identity,
+                                         scope=data.scope(location))
     except report.ReportError as exc:
         st.error(components.plain(exc))
         return

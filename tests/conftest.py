@@ -146,14 +146,15 @@ def streamlit_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     """A factory that serves the app on a free port for a given lake; every server stops at the end."""
     servers: list[StreamlitServer] = []
 
-    def start(lake: Path | str, extra_env: dict[str, str] | None = None, timeout_s: float = 90.0) -> StreamlitServer:
-        port = free_port()
+    def start(lake: Path | str, extra_env: dict[str, str] | None = None, timeout_s: float = 90.0, *,
+              port: int | None = None, extra_args: list[str] | None = None) -> StreamlitServer:
+        port = port or free_port()
         log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
         env = {**os.environ, "FLEETVIEW_LAKE": str(lake), "PYTHONPATH": str(REPO), **(extra_env or {})}
         cmd = [
             sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"),
             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *(extra_args or []),
         ]  # fmt: skip
         with log.open("wb") as out:
             proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.auth.exposure import INSECURE_FLAG, decide_exposure, is_loopback, ui_environment
+from backend.config import AuthSettings
 from backend.demo.procs import ManagedProcess
 from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
 from backend.store.location import parse_lake, resolve_lake
@@ -44,6 +46,12 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--poll-interval", type=float, default=15.0, help="seconds between polls (default: 15)")
     parser.add_argument("--analyze-interval", type=float, default=180.0, help="seconds between Spark runs (default: 180)")
     parser.add_argument("--zookeeper", default="auto", help="'auto' (start a local one if possible), 'none', or HOST:PORT")
+    parser.add_argument("--address", default="127.0.0.1",
+                        help="UI address (default: 127.0.0.1; the demo has no login, so any other address needs "
+                             f"{INSECURE_FLAG})")
+    parser.add_argument(INSECURE_FLAG, action="store_true", dest="insecure_no_login",
+                        help="serve the demo UI beyond loopback WITHOUT login: its fleet file then says [auth] "
+                             "required = false, and every page says that login is off")
     parser.add_argument("--no-ui", action="store_true", help="do not start the UI (tests and soak runs)")
     parser.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
 
@@ -89,6 +97,12 @@ def run_demo_command(args: argparse.Namespace) -> int:
     if args.state_dir:
         state_dir = Path(args.state_dir).resolve()
         config = dataclasses.replace(config, state_dir=state_dir, state_file=state_dir / "state.json", sink_dir=state_dir / "sink")
+    # The demo writes its own fleet file, without login; --insecure-no-login puts [auth] required = false in it.
+    auth = AuthSettings(required=False) if args.insecure_no_login else AuthSettings()
+    exposure = decide_exposure(args.address, auth, args.insecure_no_login)
+    if not args.no_ui and not exposure.allowed:
+        print(f"demo: {exposure.reason}", file=sys.stderr)
+        return 2
     if not args.no_ui and not _port_free(args.port):
         print(f"demo: port {args.port} is in use (another demo or Streamlit?); stop it or pass --port", file=sys.stderr)
         return 2
@@ -131,6 +145,9 @@ def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state
     lab.start()
     state.lab = lab
     fleet_file = lab.write_fleet_file(config.state_dir / "clusters.toml")  # type: ignore[attr-defined]
+    if args.insecure_no_login:
+        fleet_file.write_text("[auth]\nrequired = false  # python -m backend demo --insecure-no-login\n\n"
+                              + fleet_file.read_text(encoding="utf-8"), encoding="utf-8")
     for name, info in lab.clusters.items():
         versions = sorted({b.software_version for b in info.brokers})
         zk = f", zookeeper {info.zookeeper_connect}{info.zookeeper_chroot}" if info.zookeeper_connect else ""
@@ -164,12 +181,16 @@ def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state
         ui = ManagedProcess(
             "ui",
             [*_python(), "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.port", str(args.port),
-             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            logs / "ui.log", env={"FLEETVIEW_LAKE": str(lake), "FLEETVIEW_FLEET": str(fleet_file)}, cwd=REPO,
+             "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            logs / "ui.log", env={"FLEETVIEW_LAKE": str(lake), "FLEETVIEW_FLEET": str(fleet_file),
+                                  **ui_environment(args.insecure_no_login)}, cwd=REPO,
         )
         ui.start()
         state.processes.append(ui)
-        print(f"  ui: http://localhost:{args.port}  (pid {ui.pid}, log {ui.log})", flush=True)
+        shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0", "::", "") else args.address
+        print(f"  ui: http://{shown}:{args.port}  (pid {ui.pid}, log {ui.log})"
+              + ("  -- NO LOGIN: anyone who reaches it sees every cluster" if not is_loopback(args.address) else ""),
+              flush=True)
 
     analyzer = threading.Thread(target=_analysis_loop, args=(args, config, lake, logs, state), name="demo-analysis", daemon=True)
     analyzer.start()

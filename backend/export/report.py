@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from backend.auth.scope import Scope
 from backend.export.csv_safe import safe_csv
 from backend.views import broker_config_views, charts, config_views, fleet_views, frames
 
@@ -40,30 +41,36 @@ class DriftReportData:
 
 
 def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None, *,
-                    include_identity: bool = False) -> DriftReportData:
+                    include_identity: bool = False, scope: Scope | None = None) -> DriftReportData:
     """Read the lake and results for the chosen clusters; raise ReportError on bad input.
 
     Identity keys (client.id, group.id, keys unique per instance) are left out of the ranking and the
-    default keys unless ``include_identity``; keys named explicitly are always reported.
+    default keys unless ``include_identity``; keys named explicitly are always reported. ``scope`` (the UI's
+    logged-in user) limits every table read to the clusters it may view, and the ids they report.
     """
+    scope = scope or Scope()
     if len(clusters) < 1:
         raise ReportError("choose at least one cluster")
-    history = frames.known_clusters(location)
+    history = scope.by_name(frames.known_clusters(location))
     latest = fleet_views.latest_clusters(history)
     names = config_views.id_to_name(history)
     known = set(latest["cluster_name"]) | set(names.values())
-    dist = config_views.name_clusters(config_views.drop_sensitive(frames.read_result(location, "distributions")), names)
+
+    def result(name: str) -> pd.DataFrame:
+        frame = frames.read_result(location, name)
+        return scope.by_id(frame, "cluster_a", "cluster_b") if name == "drift_clusters" else scope.by_id(frame)
+
+    dist = config_views.name_clusters(config_views.drop_sensitive(result("distributions")), names)
     known |= set(dist["cluster"])
     unknown = [c for c in clusters if c not in known]
     if unknown:
         raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
     if dist.empty:
         raise ReportError(f"no pipeline results in {location}: run python -m backend analyze --lake {location}")
-    numeric = config_views.name_clusters(config_views.drop_sensitive(frames.read_result(location, "numeric_summary")),
-                                         names)
-    drift = config_views.name_drift(config_views.drop_sensitive(frames.read_result(location, "drift_clusters")), names)
+    numeric = config_views.name_clusters(config_views.drop_sensitive(result("numeric_summary")), names)
+    drift = config_views.name_drift(config_views.drop_sensitive(result("drift_clusters")), names)
     if not include_identity:
-        identity = config_views.identity_keys(frames.read_result(location, "drift_keys"))
+        identity = config_views.identity_keys(result("drift_keys"))
         drift = config_views.drop_keys(drift, identity - set(keys or []))
     heat = config_views.drift_matrix(drift, clusters if len(clusters) > 1 else None, top=50)
     chosen_keys = keys or _top_keys(heat, dist)
@@ -76,7 +83,9 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
             raise ReportError(f"no results for key(s) {', '.join(missing)}")
         heat = heat[[k in keys for k in heat.index.str.replace(r" \(.*\)$", "", regex=True)]]
     pair_ok = drift["cluster_a_name"].isin(clusters) & drift["cluster_b_name"].isin(clusters)
-    broker_configs = broker_config_views.compare_broker_configs(frames.broker_configs(location, clusters), clusters)
+    viewable = [c for c in clusters if scope.may_view(c)]
+    broker_configs = broker_config_views.compare_broker_configs(
+        scope.by_name(frames.broker_configs(location, viewable)), viewable)
     return DriftReportData(
         clusters=latest[latest["cluster_name"].isin(clusters)],
         drift=drift[pair_ok & drift["key"].isin(chosen_keys)].sort_values("tvd", ascending=False),
@@ -166,23 +175,25 @@ def _broker_config_section(table: pd.DataFrame) -> list[str]:
     return parts + [_table(table.drop(columns=["all_default"]))]
 
 
-def build_broker_config_csv(location: str, clusters: list[str], *, include_defaults: bool = False) -> str:
-    """The broker-config comparison of the chosen clusters as CSV (formula cells neutralised)."""
+def build_broker_config_csv(location: str, clusters: list[str], *, include_defaults: bool = False,
+                            scope: Scope | None = None) -> str:
+    """The broker-config comparison of the chosen clusters (within ``scope``) as CSV (formula cells neutralised)."""
+    scope = scope or Scope()
     if not clusters:
         raise ReportError("choose at least one cluster")
-    known = set(fleet_views.latest_clusters(frames.known_clusters(location))["cluster_name"])
+    known = set(fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))["cluster_name"])
     unknown = [c for c in clusters if c not in known]
     if unknown:
         raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
-    table = broker_config_views.compare_broker_configs(frames.broker_configs(location, clusters), clusters,
-                                                       include_defaults=include_defaults)
+    table = broker_config_views.compare_broker_configs(scope.by_name(frames.broker_configs(location, clusters)),
+                                                       clusters, include_defaults=include_defaults)
     if table.empty:
         raise ReportError(f"no broker configs stored for {', '.join(clusters)} in {location} yet")
     return safe_csv(table)
 
 
 def build_drift_report(location: str, clusters: list[str], keys: list[str] | None = None, *,
-                       include_identity: bool = False) -> str:
-    """Load the data for the chosen clusters and keys and render the HTML report."""
-    return render_drift_report(load_drift_data(location, clusters, keys, include_identity=include_identity),
-                               lake_label=location)
+                       include_identity: bool = False, scope: Scope | None = None) -> str:
+    """Load the data for the chosen clusters and keys (within ``scope``) and render the HTML report."""
+    data = load_drift_data(location, clusters, keys, include_identity=include_identity, scope=scope)
+    return render_drift_report(data, lake_label=location)

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from backend.auth.exposure import INSECURE_FLAG, decide_exposure, is_loopback
 from backend.config import DEFAULT_FLEET_FILE, ENV_FLEET, FleetConfigError, load_fleet
 from backend.service import status as st
 from backend.service.supervisor import ServicePlan, Supervisor
@@ -31,6 +32,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=None,
                         help="/metrics, /healthz, /readyz port (default: [service] metrics_port, 9308; 0 picks a free one)")
     parser.add_argument("--metrics-address", default=None, help="address of that endpoint (default: [service] metrics_address)")
+    parser.add_argument(INSECURE_FLAG, action="store_true", dest="insecure_no_login",
+                        help="serve the UI beyond loopback WITHOUT login (also needs [auth] required = false in the "
+                             "fleet file); every page then says so")
     parser.add_argument("--no-ui", action="store_true", help="do not start the UI")
     parser.add_argument("--no-analyze", action="store_true", help="do not start the Spark driver (no analyze runs)")
     parser.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
@@ -62,12 +66,20 @@ def plan_from_args(args: argparse.Namespace) -> ServicePlan:
     if where.local:
         lake = where.root  # children run elsewhere: hand them an absolute path
     state_dir = Path(args.state_dir).resolve() if args.state_dir else st.default_state_dir(lake, service.state_dir)
+    ui = service.ui and not args.no_ui
+    ui_address = args.ui_address or service.ui_address
+    insecure = bool(getattr(args, "insecure_no_login", False))
+    if ui:
+        exposure = decide_exposure(ui_address, fleet.auth, insecure)
+        if not exposure.allowed:
+            raise ValueError(f"{config}: {exposure.reason}")
     return ServicePlan(
         fleet=fleet, fleet_file=config, lake=lake, state_dir=state_dir,
         secrets=str(Path(args.secrets).resolve()) if args.secrets else None,
-        ui=service.ui and not args.no_ui,
-        ui_address=args.ui_address or service.ui_address,
-        ui_port=_port(args.ui_port, service.ui_port, "--ui-port") or free_port(args.ui_address or service.ui_address),
+        ui=ui,
+        ui_address=ui_address,
+        ui_port=_port(args.ui_port, service.ui_port, "--ui-port") or free_port(ui_address),
+        insecure_no_login=insecure,
         metrics_address=args.metrics_address or service.metrics_address,
         metrics_port=_port(args.metrics_port, service.metrics_port, "--metrics-port"),
         analyze=service.analyze and not args.no_analyze,
@@ -103,6 +115,9 @@ def run_serve_command(args: argparse.Namespace) -> int:
     except (FleetConfigError, ValueError, LakeLocationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not is_loopback(plan.metrics_address):
+        print(f"note: /metrics, /healthz and /readyz on {plan.metrics_address or 'every interface'} have no login "
+              "(cluster names are labels there); see docs/auth.md", file=sys.stderr)
     return serve(plan, duration_s=args.duration)
 
 

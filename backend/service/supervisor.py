@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.auth.exposure import ui_environment
 from backend.config import Fleet
 from backend.service import status as st
 from backend.service.health import HealthServer, ServiceCollector, fetch_metrics
@@ -54,6 +55,8 @@ class ServicePlan:
     metrics_port: int = 9308
     analyze: bool = True
     spark_master: str | None = None
+    # --insecure-no-login: the UI may serve beyond loopback without login (with [auth] required = false).
+    insecure_no_login: bool = False
     python: str = sys.executable
     out: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
 
@@ -124,7 +127,7 @@ class Supervisor:
         self.components["poll"] = Component("poll", poll)
         if self.plan.ui:
             ui_env = {**env, "FLEETVIEW_LAKE": self.plan.lake, "FLEETVIEW_FLEET": str(self.plan.fleet_file),
-                      st.ENV_SERVICE_DIR: str(self.plan.state_dir)}
+                      st.ENV_SERVICE_DIR: str(self.plan.state_dir), **ui_environment(self.plan.insecure_no_login)}
             ui = ChildProcess("ui", [self.plan.python, "-m", "streamlit", "run", str(APP),
                                      "--server.port", str(self.plan.ui_port), "--server.address", self.plan.ui_address,
                                      "--server.headless", "true", "--browser.gatherUsageStats", "false",

@@ -230,8 +230,12 @@ def test_no_page_shows_a_sensitive_key_or_value(fixture_lake: Path, open_page: O
 def test_poll_now_starts_a_background_job_and_shows_its_outcome(
     fixture_lake: Path, open_page: OpenPage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Valid for the UI (which never resolves cluster passwords), refused by the poll CLI: the password is not set.
     broken = tmp_path / "clusters.toml"
-    broken.write_text("this is [not toml", encoding="utf-8")
+    broken.write_text('[[clusters]]\nname = "secured"\nbootstrap_servers = "127.0.0.1:9"\n'
+                      'security_protocol = "SASL_PLAINTEXT"\nsasl_mechanism = "PLAIN"\nsasl_username = "u"\n'
+                      'sasl_password_env = "FLEETVIEW_TEST_UNSET_PASSWORD"\n', encoding="utf-8")
+    monkeypatch.delenv("FLEETVIEW_TEST_UNSET_PASSWORD", raising=False)
     monkeypatch.setenv("FLEETVIEW_FLEET", str(broken))
     app = open_page(fixture_lake)
     app.button(key="app_poll").click().run()

@@ -128,3 +128,35 @@ def test_broker_config_csv_neutralises_formulas_a_broker_could_send() -> None:
                           "config_type": "STRING"} for c, v in (("a", "=HYPERLINK(\"http://evil\")"), ("b", "1"))])
     csv = safe_csv(compare_broker_configs(rows, ["a", "b"]))
     assert "'=HYPERLINK" in csv and ",=HYPERLINK" not in csv
+
+
+def test_a_scoped_report_names_no_other_cluster(fixture_lake: Path) -> None:
+    from backend.auth.scope import scope_for
+    from backend.views import frames
+    from tests.unit.dashboard.lake_fixture import CLUSTERS
+
+    scope = scope_for(["prod-eu"], frames.known_clusters(str(fixture_lake)))
+    text = build_drift_report(str(fixture_lake), ["prod-eu"], scope=scope)  # one cluster: the heatmap takes all pairs
+    assert "prod-eu" in text
+    others = ["prod-us", "staging", CLUSTERS["prod-us"]["id"], CLUSTERS["staging"]["id"]]
+    assert [o for o in others if o in text] == []
+    unscoped = build_drift_report(str(fixture_lake), ["prod-eu"])
+    assert "prod-us" in unscoped  # without a scope the heatmap pairs prod-eu with every cluster
+    with pytest.raises(ReportError) as caught:
+        build_drift_report(str(fixture_lake), ["prod-us"], scope=scope)
+    assert "prod-us" in str(caught.value) and "staging" not in str(caught.value)  # "known" lists only prod-eu
+
+
+def test_a_scoped_broker_config_comparison_names_no_other_cluster(fixture_lake: Path) -> None:
+    from backend.auth.scope import scope_for
+    from backend.export.report import build_broker_config_csv
+    from backend.views import frames
+
+    scope = scope_for(["prod-eu"], frames.known_clusters(str(fixture_lake)))
+    csv = build_broker_config_csv(str(fixture_lake), ["prod-eu"], scope=scope)
+    assert "prod-eu" in csv and "prod-us" not in csv
+    with pytest.raises(ReportError, match="unknown cluster"):
+        build_broker_config_csv(str(fixture_lake), ["prod-eu", "prod-us"], scope=scope)
+    text = build_drift_report(str(fixture_lake), ["prod-eu"], scope=scope)
+    section = text.split("<h2>Broker configs</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "log.retention.hours" in section and "prod-us" not in section

@@ -1,0 +1,234 @@
+"""The login gate: runs before any page, decides who may see what (backend.auth), and draws the login page."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import streamlit as st
+
+from backend.auth.exposure import decide_exposure, insecure_requested
+from backend.auth.grants import Role, grants_for, may_log_in, operates_all, user_groups
+from backend.auth.session import session_expired, session_expires_at, session_key
+from backend.config import Fleet, FleetConfigError, default_fleet_file, load_fleet
+
+ACCESS_KEY = "_fleetview_access"
+POLICY_TTL_S = 60
+
+
+@dataclass(frozen=True)
+class Access:
+    """What this session may do: roles per cluster (None: everything, login off) and who is logged in."""
+
+    login: bool
+    banner: str | None
+    roles: tuple[tuple[str, Role], ...] | None
+    operate_all: bool
+    user: str = ""
+    expires_at: float = math.inf
+    key: str = ""
+
+    @property
+    def visible(self) -> tuple[str, ...] | None:
+        """Sorted names of the clusters this session may view; None: every cluster (login off)."""
+        return None if self.roles is None else tuple(sorted(name for name, _ in self.roles))
+
+
+@st.cache_resource(ttl=POLICY_TTL_S, max_entries=8, show_spinner=False)
+def _load_policy(path: str, stamp: tuple[int, int]) -> tuple[Fleet | None, str | None]:
+    """The fleet file's clusters and [auth] (passwords not resolved), re-read when the file changes."""
+    try:
+        return load_fleet(path, resolve_secrets=False), None
+    except FleetConfigError as exc:
+        return None, str(exc)
+
+
+def policy() -> tuple[Fleet | None, str | None]:
+    """(fleet, problem): the fleet file in use, an empty fleet without one, or the reason it cannot be used."""
+    path = default_fleet_file()
+    if path is None:
+        return Fleet(), None
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return None, f"{path}: cannot read the fleet file: {exc.strerror}"
+    return _load_policy(str(Path(path).resolve()), (info.st_mtime_ns, info.st_size))
+
+
+# Streamlit's identity cookie lives 30 days: a logged-out login need not be remembered longer.
+COOKIE_LIFETIME_S = 30 * 86400
+
+
+class _LoggedOut:
+    """Logins ended with Log out in this server process (shared by every session): session key -> forget after."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until: dict[str, float] = {}
+
+    def add(self, key: str, now: float) -> None:
+        with self._lock:
+            self._until[key] = now + COOKIE_LIFETIME_S
+
+    def holds(self, key: str, now: float) -> bool:
+        with self._lock:
+            for stale in [k for k, until in self._until.items() if until < now]:
+                del self._until[stale]
+            return key in self._until
+
+
+@st.cache_resource(show_spinner=False)
+def _logged_out() -> _LoggedOut:
+    return _LoggedOut()
+
+
+def _is_logged_out(key: str, now: float) -> bool:
+    return _logged_out().holds(key, now)
+
+
+def _only(draw: Callable[[], None]) -> NoReturn:
+    """Show one page instead of the app: a hidden one-page navigation replaces the sidebar's page links."""
+    st.navigation([st.Page(draw, title="Kafka fleet view", default=True)], position="hidden").run()
+    st.stop()
+    raise AssertionError("st.stop() returns only outside a script run")
+
+
+def _stop(title: str, message: str) -> NoReturn:
+    def stopped() -> None:
+        st.title(title)
+        st.error(message, icon=":material/block:")
+
+    _only(stopped)
+
+
+def _plain(text: object) -> str:
+    from dashboard.components import plain
+
+    return plain(text)
+
+
+def _provider_configured(provider: str | None) -> bool:
+    try:
+        section = st.secrets.get("auth")
+    except FileNotFoundError:
+        return False
+    if not section or "redirect_uri" not in section or "cookie_secret" not in section:
+        return False
+    return (provider in section) if provider else ("client_id" in section or "server_metadata_url" in section)
+
+
+def _login_page(provider: str | None, note: str | None = None) -> NoReturn:
+    """The login page: nothing of the fleet, one button."""
+
+    def login_page() -> None:
+        st.title("Kafka fleet view")
+        if note:
+            st.info(note, icon=":material/schedule:")
+        st.write("Log in to see the clusters you have access to.")
+        if st.button("Log in", key="auth_login", type="primary", icon=":material/login:"):
+            if provider:
+                st.login(provider)
+            else:
+                st.login()
+
+    _only(login_page)
+
+
+def _no_access_page(claims: dict[str, Any], fleet: Fleet, who: str) -> NoReturn:
+    groups = sorted(user_groups(claims, fleet.auth))
+    shown = ", ".join(_plain(g) for g in groups[:20]) + (f" and {len(groups) - 20} more" if len(groups) > 20 else "")
+    reason = ("your groups may not log in to this fleet view" if not may_log_in(claims, fleet.auth)
+              else "no cluster of this fleet view is granted to you")
+
+    def no_access() -> None:
+        st.title("No access")
+        st.error(f"You are logged in as {_plain(who)}, but {reason}. Ask an administrator to add you or one of your "
+                 "groups to a cluster's `access` in the fleet file (see docs/auth.md).", icon=":material/lock:")
+        st.caption(f"Groups in your ID token ({', '.join(fleet.auth.groups_claims)}): {shown or 'none'}")
+        if st.button("Log out", key="auth_logout_denied", icon=":material/logout:"):
+            st.logout()
+
+    _only(no_access)
+
+
+def gate() -> Access:
+    """Decide what this session may see, before any page or sidebar widget is drawn; stops the run otherwise."""
+    fleet, problem = policy()
+    if fleet is None:
+        _stop("Fleet file problem", f"The fleet file cannot be used, so nothing is shown: {_plain(problem)}")
+    address = st.get_option("server.address")
+    exposure = decide_exposure(address, fleet.auth, insecure_requested())
+    if not exposure.allowed:
+        _stop("Not served", _plain(exposure.reason))
+    if not exposure.login:
+        banner = (f"Login is off and this UI listens on {address or 'every interface'}: anyone who can reach it sees "
+                  "every cluster and can start polls ([auth] required = false, --insecure-no-login)."
+                  if exposure.banner else None)
+        access = Access(login=False, banner=banner, roles=None, operate_all=True)
+        st.session_state[ACCESS_KEY] = access
+        return access
+    if not _provider_configured(fleet.auth.provider):
+        _stop("Login is not configured", "The fleet file turns login on ([auth] required = true), but "
+              ".streamlit/secrets.toml has no usable [auth] section (redirect_uri, cookie_secret and the provider"
+              + (f" [auth.{fleet.auth.provider}]" if fleet.auth.provider else "") + "). See docs/auth.md.")
+    if not st.user.is_logged_in:
+        st.session_state.pop(ACCESS_KEY, None)
+        _login_page(fleet.auth.provider)
+    claims = st.user.to_dict()
+    now = time.time()
+    key = session_key(claims)
+    if session_expired(claims, fleet.auth.max_session_hours, now) or _is_logged_out(key, now):
+        st.session_state.pop(ACCESS_KEY, None)
+        _login_page(fleet.auth.provider, f"Your session has ended (sessions last {fleet.auth.max_session_hours:g} "
+                                         "hours, or you logged out). Log in again.")
+    who = str(claims.get("email") or claims.get("preferred_username") or claims.get("name") or claims.get("sub") or "")
+    roles = grants_for(claims, fleet)
+    if not roles:
+        st.session_state.pop(ACCESS_KEY, None)
+        _no_access_page(claims, fleet, who)
+    access = Access(login=True, banner=None, roles=tuple(sorted(roles.items())), operate_all=operates_all(roles, fleet),
+                    user=who, expires_at=session_expires_at(claims, fleet.auth.max_session_hours), key=key)
+    st.session_state[ACCESS_KEY] = access
+    return access
+
+
+def current() -> Access | None:
+    """This session's access as the gate decided it; a session that has passed its end is sent through the gate again."""
+    access = st.session_state.get(ACCESS_KEY)
+    if not isinstance(access, Access):
+        return None
+    if time.time() >= access.expires_at:
+        st.session_state.pop(ACCESS_KEY, None)
+        st.rerun()
+    return access
+
+
+def visible() -> tuple[str, ...] | None:
+    """Cluster names this session may view (None: all); nothing at all when the gate has not let it in."""
+    access = current()
+    return () if access is None else access.visible
+
+
+def may_operate() -> bool:
+    """Whether this session may start Poll now and Recompute (operate on every cluster of the fleet file)."""
+    access = current()
+    return access is not None and access.operate_all
+
+
+def logout_button() -> None:
+    """Who is logged in, and Log out (which also refuses this login's cookie from now on in this server)."""
+    access = current()
+    if access is None or not access.login:
+        return
+    st.caption(f":material/person: {_plain(access.user)}")
+    if st.button("Log out", key="auth_logout", width="stretch", icon=":material/logout:"):
+        _logged_out().add(access.key, time.time())
+        st.session_state.pop(ACCESS_KEY, None)
+        st.logout()
+        st.stop()  # the browser is sent away; draw nothing more
