@@ -195,6 +195,28 @@ def recent_changes(location: str, cluster: str) -> pd.DataFrame:
     return _recent_changes(location, cluster, visible())
 
 
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _broker_configs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = tuple(c for c in clusters if names is None or c in names)
+    return _by_name(frames.broker_configs(location, allowed), location, names)
+
+
+def broker_configs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """Broker configs and topic overrides of the clusters asked for that this session may view (their state files)."""
+    return _broker_configs(location, clusters, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _config_runs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = tuple(c for c in clusters if names is None or c in names)
+    return _by_name(frames.config_runs(location, allowed), location, names)
+
+
+def config_runs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """When the configs of the clusters asked for (that this session may view) were read, and what could not be."""
+    return _config_runs(location, clusters, visible())
+
+
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _zk_nodes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
     if names is not None and cluster not in names:

@@ -148,6 +148,13 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
     assert families == {*FLEET_FAMILIES, "misconfiguration"}, f"after {READY_TIMEOUT_S}s: {families}\n{log_tail(demo.log)}"
     print(f"demo: all four alert families in the lake after {READY_TIMEOUT_S - (deadline - time.monotonic()):.0f}s")
 
+    # The seeded broker and topic config differences of lab.toml are incidents (configs are read at the first poll).
+    fleet = read_alerts(demo.lake)
+    seeded = set(zip(fleet["cluster_name"], fleet["rule"], fleet["subject"], strict=True))
+    assert {("prod-us", "config_min_isr_above_rf", "topic payments"),
+            ("prod-us", "config_static_disagreement", "log.retention.hours"),
+            ("legacy-zk", "config_unclean_leader_election", "brokers")} <= seeded, sorted(seeded)
+
     # The banner names the poller's Prometheus endpoint, and it serves every lab cluster.
     found = re.search(r"metrics: (http://127\.0\.0\.1:\d+/metrics)", demo.log.read_text(errors="replace"))
     assert found, log_tail(demo.log)
