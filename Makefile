@@ -36,11 +36,12 @@ install: $(STAMPS)/requirements
 
 install-dev: $(STAMPS)/requirements-dev
 
-# Debian packages: Chromium (UI tests, PNG/SVG export), kcat (peer in tests and benchmarks) and Prometheus
-# (a real server scrapes the poller's metrics endpoint in the tests).
+# Debian packages: Chromium (UI tests, PNG/SVG export), kcat (peer in tests and benchmarks), Prometheus
+# (a real server scrapes the poller's metrics endpoint in the tests) and systemd (systemd-analyze verify checks
+# deploy/fleetview.service).
 # Installed when run as root; otherwise they must already be there.
 deps-system:
-	@bash scripts/install-system-deps.sh chromium kcat prometheus
+	@bash scripts/install-system-deps.sh chromium kcat prometheus systemd
 
 # The demo registers its ZooKeeper-mode lab cluster in Debian's ZooKeeper server when it can.
 deps-demo-system:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,9 @@ def _not_implemented(name: str) -> Callable[[argparse.Namespace], int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="python -m backend", description="Fleet view for Apache Kafka.")
+    # `fleetview` when run as the installed console script, else `python -m backend`.
+    prog = "fleetview" if os.path.basename(sys.argv[0] or "") == "fleetview" else "python -m backend"
+    parser = argparse.ArgumentParser(prog=prog, description="Fleet view for Apache Kafka.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         sub_parser = sub.add_parser(command.name, help=command.help, description=command.help)

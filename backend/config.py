@@ -290,6 +290,10 @@ class Settings(_Strict):
     max_brokers_probed: int = Field(default=256, ge=1, le=10_000)
     # Concurrent probes per cluster (each cluster has its own threads: one cannot starve another).
     probe_concurrency: int = Field(default=16, ge=1, le=256)
+    # Broker and topic configurations (DescribeConfigs) are read by the poll at most this often; 0 turns it off.
+    config_interval_s: float = Field(default=600.0, ge=0, le=86_400, allow_inf_nan=False)
+    # Topics per DescribeConfigs request.
+    config_batch_topics: int = Field(default=200, ge=1, le=5_000)
 
     @field_validator("lake_path")
     @classmethod

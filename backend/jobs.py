@@ -114,3 +114,21 @@ class JobRegistry:
                 except subprocess.TimeoutExpired:
                     job.process.kill()
                     job.process.wait(timeout=timeout_s)
+
+
+def run_job(kind: str, registry: JobRegistry, *, lake: str, fleet_file: str | None, cwd: Path | None = None) -> str:
+    """Poll now / Recompute: ask the running service to do it, else start today's background job.
+
+    Returns "service" when the service took the request (no second process writes the lake beside it),
+    else "background".
+    """
+    from backend.service.status import request_job, service_for_lake
+
+    state_dir, status = service_for_lake(lake)
+    # A service that does not run this job (serve --no-analyze) leaves it to the background job.
+    if status is not None and state_dir is not None and kind in (status.get("components") or {}):
+        request_job(state_dir, kind)
+        return "service"
+    command = command_for(kind, lake=lake, fleet_file=fleet_file)
+    registry.start(kind, command, cwd=cwd)
+    return "background"

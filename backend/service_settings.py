@@ -21,6 +21,8 @@ class ServiceSettings(_Strict):
     ui: bool = True
     ui_address: str = "127.0.0.1"
     ui_port: int = Field(default=8501, ge=0, le=65535)
+    # The UI under a sub-path of a reverse proxy (https://proxy/fleetview/): "fleetview" (Streamlit's baseUrlPath).
+    ui_base_path: str = Field(default="", pattern=r"^[A-Za-z0-9._~/-]*$", max_length=200)
     metrics_address: str = "127.0.0.1"
     metrics_port: int = Field(default=9308, ge=0, le=65535)
     # Where the service keeps status.json, requests/, logs/ and its lock; "" = <lake>/_state/service (local lakes).

@@ -1,4 +1,4 @@
-"""Page times over lake age: Fleet, Cluster and Alerts in headless Chromium on lakes kept at checkpoints.
+"""Page times over lake age: Fleet, Cluster, Alerts and Compare in headless Chromium on lakes kept at checkpoints.
 
 `benchmarks/lake_time_bench.py --keep-lakes DIR` keeps the simulated lake at 1 hour, 1 day, 7 days and
 30 days as DIR/<label>. This serves every kept lake with its own `streamlit run` at once and visits each
@@ -33,8 +33,9 @@ from typing import Any
 
 from benchmarks.ui_bench import CHROMIUM, CHROMIUM_ARGS, RssSampler, serve
 
-PAGES = {"fleet": ("", "stDataFrame"), "cluster": ("cluster", "stDataFrame"), "alerts": ("alerts", "stDataFrame")}
-TITLES = {"fleet": "Fleet", "cluster": "Cluster", "alerts": "Alerts"}
+PAGES = {"fleet": ("", "stDataFrame"), "cluster": ("cluster", "stDataFrame"), "alerts": ("alerts", "stDataFrame"),
+         "compare": ("compare", "stDataFrame")}
+TITLES = {"fleet": "Fleet", "cluster": "Cluster", "alerts": "Alerts", "compare": "Compare clusters"}
 VISITS = ("cold", "warm", "reload", "switch")
 # Streamlit's own cost of a page view, timed the same way: a title and one 50-row table, nothing else.
 FLOOR_APP = """import pandas as pd
@@ -118,7 +119,7 @@ def measure_pages(lakes: dict[str, Path], repeats: int = 3) -> dict[str, Any]:
                             seconds.setdefault((label, page_name, "reload"), []).append(
                                 time_page(page, f"{url}/{path}", marker))
                     for _ in range(repeats):
-                        for page_name in ("cluster", "alerts", "fleet"):
+                        for page_name in ("cluster", "compare", "alerts", "fleet"):
                             seconds.setdefault((label, page_name, "switch"), []).append(
                                 switch_page(page, PAGES[page_name][0], TITLES[page_name]))
                     context.close()

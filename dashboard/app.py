@@ -42,19 +42,32 @@ def sidebar(access: auth.Access) -> None:
             options = fleet_views.tag_options(data.latest_clusters(location))
             for key in fleet_views.TAG_KEYS:
                 st.multiselect(key, options.get(key, []), key=f"app_tag_{key}", placeholder=f"all {key}s")
-        if not access.operate_all:
-            st.caption("Poll now and Recompute need the operate role on every cluster of the fleet file.")
-            return
-        registry = components.job_registry()
-        if st.button("Poll now", width="stretch", key="app_poll", icon=":material/refresh:",
-                       help="Runs python -m backend poll --once in the background"):
-            registry.start("poll", jobs.command_for("poll", lake=location, fleet_file=data.fleet_file()),
-                           cwd=Path(_ROOT))
-        if st.button("Recompute", width="stretch", key="app_recompute", icon=":material/functions:",
-                        help="Runs python -m backend analyze in the background"):
-            registry.start("analyze", jobs.command_for("analyze", lake=location), cwd=Path(_ROOT))
-        if registry.current("poll") or registry.current("analyze"):
-            components.job_progress()
+        job_buttons(location, access)
+
+
+def job_buttons(location: str, access: auth.Access) -> None:
+    """The service block, and Poll now / Recompute: run by the service when it runs, else as background jobs."""
+    service = data.service_status(location)
+    if service is not None:
+        # A job's last error may name any cluster of the fleet: its text goes to operators of them all.
+        components.service_block(location, with_error=access.operate_all)
+    if not access.operate_all:
+        st.caption("Poll now and Recompute need the operate role on every cluster of the fleet file.")
+        return
+    registry = components.job_registry()
+    fleet = data.fleet_file()
+    if st.button("Poll now", width="stretch", key="app_poll", icon=":material/refresh:",
+                 help="Asks the running service to poll now" if service is not None
+                 else "Runs python -m backend poll --once in the background"):
+        if jobs.run_job("poll", registry, lake=location, fleet_file=fleet, cwd=Path(_ROOT)) == "service":
+            st.toast("The service polls now.")
+    if st.button("Recompute", width="stretch", key="app_recompute", icon=":material/functions:",
+                 help="Asks the running service to run the analysis next" if service is not None
+                 else "Runs python -m backend analyze in the background"):
+        if jobs.run_job("analyze", registry, lake=location, fleet_file=fleet, cwd=Path(_ROOT)) == "service":
+            st.toast("The service runs the analysis next.")
+    if service is None and (registry.current("poll") or registry.current("analyze")):
+        components.job_progress()
 
 
 def main() -> None:

@@ -148,6 +148,21 @@ def job_progress() -> None:
             st.code("\n".join(status.tail[-4:]), language=None)
 
 
+@st.fragment(run_every=5)
+def service_block(location: str, *, with_error: bool = True) -> None:
+    """The running service's jobs: last run (age, duration, outcome), next run, last error; plain text."""
+    import time
+
+    from backend.service.status import service_for_lake
+    from backend.views.service_views import service_lines
+
+    status = service_for_lake(location)[1]
+    if status is None:
+        st.caption("The service stopped.")
+        return
+    st.text("\n".join(service_lines(status, time.time(), with_error=with_error)))
+
+
 def shared_cluster_ids(collisions: dict[str, list[str]]) -> None:
     """Warn that clusters share a cluster id, so their client-config results are shown under the joined name."""
     if not collisions:

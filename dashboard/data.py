@@ -8,12 +8,14 @@ the visible names, so sessions with different grants never share an entry.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from backend.auth.scope import Scope, scope_for
 from backend.config import default_fleet_file
+from backend.service.status import service_for_lake
 from backend.views import config_views, fleet_views, frames, lakes
 from dashboard import auth
 
@@ -28,6 +30,11 @@ _log = logging.getLogger(__name__)
 def fleet_file() -> str | None:
     """The fleet file to use for Poll now: env FLEETVIEW_FLEET or ./clusters.toml when present."""
     return default_fleet_file()
+
+
+def service_status(location: str) -> dict[str, Any] | None:
+    """The status of the service running on this lake (its status.json), or None. Not cached: one small file."""
+    return service_for_lake(location)[1]
 
 
 def lake_choices() -> dict[str, str]:
@@ -186,6 +193,28 @@ def _recent_changes(location: str, cluster: str, names: Visible) -> pd.DataFrame
 def recent_changes(location: str, cluster: str) -> pd.DataFrame:
     """Recent changes of one cluster: from the change log (v2 lake), else over its last HISTORY_POLLS polls."""
     return _recent_changes(location, cluster, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _broker_configs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = tuple(c for c in clusters if names is None or c in names)
+    return _by_name(frames.broker_configs(location, allowed), location, names)
+
+
+def broker_configs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """Broker configs and topic overrides of the clusters asked for that this session may view (their state files)."""
+    return _broker_configs(location, clusters, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _config_runs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = tuple(c for c in clusters if names is None or c in names)
+    return _by_name(frames.config_runs(location, allowed), location, names)
+
+
+def config_runs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """When the configs of the clusters asked for (that this session may view) were read, and what could not be."""
+    return _config_runs(location, clusters, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)

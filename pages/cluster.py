@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.views import fleet_views, incident_views
+from backend.views import broker_config_views, fleet_views, incident_views
 from dashboard import components, data
 
 PAGE_SIZES = (50, 100, 500)
@@ -49,6 +49,41 @@ def topics_section(location: str, cluster: str) -> None:
     nav[1].caption(f"{page.total:,} matching topics of {len(topics):,} · page {page.page} of {page.pages}")
 
 
+def configs_section(location: str, cluster: str) -> None:
+    """Broker configs (brokers that disagree first, then non-default ones, with their source) and topic overrides."""
+    summary = broker_config_views.cluster_config_summary(data.config_runs(location, (cluster,)), cluster)
+    if summary is None:
+        st.caption("Not read yet: the poller reads broker and topic configs (DescribeConfigs) every "
+                   "`config_interval_s` (10 minutes by default).")
+        return
+    text, error = summary
+    st.caption(text)
+    if error:
+        st.caption(f":material/warning: could not read (last known values kept): {components.plain(error)}")
+    frame = data.broker_configs(location, (cluster,))
+    split = broker_config_views.disagreements(frame, cluster)
+    if not split.empty:
+        st.warning(f"The brokers disagree on {len(split)} config(s): a rolling change left half done, or brokers "
+                   "built from different templates.", icon=":material/call_split:")
+        st.dataframe(split, key="cluster_config_split", hide_index=True)
+    show_defaults = st.toggle("show configs at their default", value=False, key="cluster_config_defaults")
+    table = broker_config_views.broker_config_table(frame, cluster, include_defaults=show_defaults)
+    st.dataframe(table, key="cluster_broker_configs", hide_index=True, column_config={
+        "brokers_disagree": st.column_config.CheckboxColumn("brokers disagree"),
+        "non_default": st.column_config.CheckboxColumn("not default"),
+        "read_only": st.column_config.CheckboxColumn("read-only", help="not updatable dynamically"),
+        "value": st.column_config.TextColumn("value", width="large"), "type": None})
+    st.caption(f"{len(table):,} configs shown; values the broker marks sensitive (or that look like a secret) "
+               "are never stored: they show as withheld.")
+    overrides = broker_config_views.topic_overrides(frame, cluster)
+    st.markdown("**Topic overrides**")
+    if overrides.empty:
+        st.caption("No topic overrides a config: every topic uses the brokers' values.")
+    else:
+        st.dataframe(overrides.head(2000), key="cluster_topic_overrides", hide_index=True)
+        st.caption(f"{overrides['topic'].nunique():,} topics override {len(overrides):,} configs.")
+
+
 def main() -> None:
     """Render the cluster page."""
     st.title("Cluster")
@@ -89,6 +124,10 @@ def main() -> None:
 
     st.subheader("Topics")
     topics_section(location, cluster)
+
+    st.subheader("Broker configs", help="DescribeConfigs (read-only): every broker's configs and their source, "
+                 "and each topic's overrides")
+    configs_section(location, cluster)
 
     zk = data.zk_nodes(location, cluster)
     if not zk.empty:

@@ -4,8 +4,26 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.views import config_views, fleet_views
+from backend.views import broker_config_views, config_views, fleet_views
 from dashboard import charts, components, data
+
+
+def broker_configs_section(location: str, chosen: list[str]) -> None:
+    """Broker configs side by side: differences first, defaults behind a toggle, CSV export."""
+    st.subheader("Broker configs", help="DescribeConfigs: the value the brokers of each cluster report "
+                 "(\"differs within the cluster\" when they disagree)")
+    include = st.toggle("include configs at their default everywhere", value=False, key="compare_config_defaults")
+    table = broker_config_views.compare_broker_configs(data.broker_configs(location, tuple(chosen)), chosen,
+                                                       include_defaults=include)
+    if table.empty:
+        st.caption("No broker configs read for these clusters yet (the poller reads them every `config_interval_s`).")
+        return
+    st.caption(f"{int(table['differs'].sum()):,} of {len(table):,} configs differ; differences first.")
+    st.dataframe(table, key="compare_broker_configs", hide_index=True, column_config={
+        "differs": st.column_config.CheckboxColumn("differs"),
+        "all_default": st.column_config.CheckboxColumn("default everywhere")})
+    components.export_buttons(None, table, name="broker-configs-" + "-".join(components.file_stem(c) for c in chosen),
+                              key="compare_broker_configs_export")
 
 
 def main() -> None:
@@ -36,6 +54,8 @@ def main() -> None:
     only_shared = st.toggle("shared names only", value=True, key="compare_shared_only")
     table = overlap.table[overlap.table["clusters"] > 1] if only_shared else overlap.table
     st.dataframe(table.head(1000), key="compare_overlap", hide_index=True)
+
+    broker_configs_section(location, chosen)
 
     if not has_results:
         components.no_results(location)

@@ -6,7 +6,7 @@ set -euo pipefail
 optional=0
 if [[ "${1:-}" == "--optional" ]]; then optional=1; shift; fi
 
-declare -A probe=( [chromium]=/usr/bin/chromium [kcat]=/usr/bin/kcat [zookeeper]=/usr/share/java/zookeeper.jar [prometheus]=/usr/bin/prometheus )
+declare -A probe=( [chromium]=/usr/bin/chromium [kcat]=/usr/bin/kcat [zookeeper]=/usr/share/java/zookeeper.jar [prometheus]=/usr/bin/prometheus [systemd]=/usr/bin/systemd-analyze )
 missing=()
 for pkg in "$@"; do
   path="${probe[$pkg]:-}"

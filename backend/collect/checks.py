@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
+from backend.collect.config_checks import config_alerts
 from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot
 
 KIP78_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-78%3A+Cluster+Id"
@@ -360,7 +361,7 @@ _PAIRED: tuple[Callable[[ClusterSnapshot | None, ClusterSnapshot], list[Alert]],
 
 
 def run_checks(previous: Mapping[str, ClusterSnapshot] | None, current: Iterable[ClusterSnapshot]) -> list[Alert]:
-    """Run every rule over a poll; clusters without data (down, auth_failed) raise nothing."""
+    """Run every rule over a poll (the config rules too); clusters without data (down, auth_failed) raise nothing."""
     current = list(current)
     previous = previous or {}
     alerts: list[Alert] = []
@@ -374,5 +375,6 @@ def run_checks(previous: Mapping[str, ClusterSnapshot] | None, current: Iterable
             alerts.extend(single(snapshot))
         for paired in _PAIRED:
             alerts.extend(paired(before, snapshot))
+        alerts.extend(config_alerts(snapshot))  # backend.collect.config_checks.RULES
     alerts.extend(duplicate_cluster_id(current))
     return alerts

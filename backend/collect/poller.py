@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
+from backend.collect.configs import ConfigCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
 from backend.collect.validate import sanitize_snapshot, summarize
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CLIENTS = AdminClientCache()
 DEFAULT_TOPIC_TABLES = TopicTables()
+DEFAULT_CONFIGS = ConfigCollector()
 # Cluster names whose poll thread is still running (a hung cluster is not polled twice at once).
 _IN_FLIGHT: set[str] = set()
 _IN_FLIGHT_LOCK = threading.Lock()
@@ -83,11 +85,13 @@ def poll_cluster(
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
     topic_tables: TopicTables | None = None,
+    configs: ConfigCollector | None = None,
 ) -> ClusterSnapshot:
     """Poll one cluster: DescribeCluster, topics with ids, per-broker probe and ZooKeeper.
 
     Topics come from one Metadata request to a broker; when no broker answers it, from
-    librdkafka's Metadata + DescribeTopics in batches.
+    librdkafka's Metadata + DescribeTopics in batches. When due (settings.config_interval_s),
+    every broker's configs and the topics' overrides (DescribeConfigs) are read alongside the probe.
     """
     started = time.monotonic()
     deadline = started + settings.poll_deadline_s
@@ -98,6 +102,7 @@ def poll_cluster(
             default_prober, concurrency=settings.probe_concurrency, max_brokers=settings.max_brokers_probed
         )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
+    configs = configs or DEFAULT_CONFIGS
 
     def timeout() -> float:
         return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
@@ -164,6 +169,13 @@ def poll_cluster(
     if listing.failed:
         sample = ", ".join(sorted(listing.failed)[:5])
         errors.append(f"{len(listing.failed)} topics could not be described ({sample})")
+    config_call: _Call | None = None
+    if configs.due(cluster.name, settings) and description.brokers:
+        names = [t.topic for t in listing.topics]
+        known = [b.broker_id for b in previous.brokers] if previous is not None else []
+        config_call = _Call(lambda: configs.collect(cluster, settings, description.brokers, names, deadline - 0.5,
+                                                    keep_brokers=known), f"configs-{cluster.name}")
+        config_call.start()
 
     probes: dict[int, ProbeOutcome] = {}
     if probe_call.wait(deadline) and probe_call.error is None and isinstance(probe_call.result, dict):
@@ -179,6 +191,10 @@ def poll_cluster(
         errors.append(zk_view.error)
 
     snapshot = _assemble(cluster, polled_at, description, listing, probes, zk_view, previous)
+    if config_call is not None and config_call.wait(deadline) and config_call.error is not None:
+        log.warning("cluster %s: reading configs failed: %s", cluster.name,
+                    scrub(f"{type(config_call.error).__name__}: {config_call.error}", cluster))
+    snapshot.configs = configs.last(cluster.name)  # a read still running past the deadline lands in the next poll
     snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
     if snapshot.status == "misrouted":
         errors.insert(
@@ -372,6 +388,7 @@ def poll_fleet(
     *,
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
+    configs: ConfigCollector | None = None,
 ) -> FleetPoll:
     """Poll every cluster concurrently; a cluster that misses poll_deadline_s becomes a `down` row."""
     started = time.monotonic()
@@ -395,6 +412,7 @@ def poll_fleet(
                     previous=previous_state.get(cluster.name),
                     clients=clients,
                     prober=prober,
+                    configs=configs,
                 )
             finally:
                 _end(cluster.name)
@@ -481,13 +499,15 @@ def run_poller(
     stop: threading.Event | None = None,
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
+    configs: ConfigCollector | None = None,
     wake: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> FleetPoll | None:
     """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention.
 
     ``stop`` ends the loop after the cycle in progress (its write included); ``wake`` starts the next cycle
-    at once (and is cleared); ``on_start`` is called as each cycle begins.
+    at once (and is cleared); ``on_start`` is called as each cycle begins. Broker and topic configurations
+    are read inside the polls, every `settings.config_interval_s`.
     """
     lake = lake if isinstance(lake, Lake) else Lake(lake)
     interval_s = interval_s if interval_s is not None else fleet.settings.poll_interval_s
@@ -498,12 +518,14 @@ def run_poller(
     # previous state in memory, so a poll of an unchanged fleet writes only its status rows.
     writer = FleetWriter(lake)
     previous = load_previous_state(lake)
+    configs = configs or DEFAULT_CONFIGS
+    configs.seed(writer.configs)  # the stored configurations: the checks' baseline until the first read
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
         if on_start is not None:
             on_start()
-        last = poll_fleet(fleet, previous, clients=clients, prober=prober)
+        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs)
         try:
             result = writer.write(last)
             for name, reason in result.degraded.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 
 from backend.config import configured_lake
 from backend.configs.ingest import (
@@ -13,6 +14,7 @@ from backend.configs.ingest import (
     ingest_sink,
     ingest_topic,
 )
+from backend.signals import stop_on_signals
 from backend.store.location import LAKE_HELP
 
 
@@ -54,22 +56,28 @@ def run_ingest_command(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:  # a bad fleet file names file, line and key
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.topic and not args.bootstrap:
+        print("error: --topic needs --bootstrap", file=sys.stderr)
+        return 2
+    stopping = threading.Event()
     try:
-        if args.sink:
-            result = ingest_sink(lake, args.sink)
-        elif args.topic:
-            if not args.bootstrap:
-                print("error: --topic needs --bootstrap", file=sys.stderr)
-                return 2
-            result = ingest_topic(lake, args.topic, args.bootstrap, args.timeout)
-        elif args.java_log:
-            result = ingest_java_log(lake, args.java_log, args.cluster_id)
-        else:
-            result = ingest_properties(lake, args.properties)
+        # SIGTERM/SIGINT: the write in progress finishes and its progress is saved (a topic stops after the
+        # batch being read); a second signal stops at once.
+        with stop_on_signals(lambda _signum: stopping.set()):
+            if args.sink:
+                result = ingest_sink(lake, args.sink)
+            elif args.topic:
+                result = ingest_topic(lake, args.topic, args.bootstrap, args.timeout, should_stop=stopping.is_set)
+            elif args.java_log:
+                result = ingest_java_log(lake, args.java_log, args.cluster_id)
+            else:
+                result = ingest_properties(lake, args.properties)
     except (OSError, TimeoutError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(format_result(result))
+    if stopping.is_set():
+        print("ingest: stopped by a signal after saving its progress", file=sys.stderr)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -129,11 +130,16 @@ def ingest_items(lake: str, items: list[RawItem], source: str, location: str) ->
     return result
 
 
-def ingest_sink(lake: str, sink_dir: str | Path) -> IngestResult:
-    """Ingest new complete lines of a PushConfig sink directory."""
+def ingest_sink(lake: str, sink_dir: str | Path, *, skip_empty: bool = False) -> IngestResult:
+    """Ingest new complete lines of a PushConfig sink directory.
+
+    ``skip_empty``: a run that found nothing new writes nothing (the service runs every source often).
+    """
     state_name = "sink-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(sink_dir).resolve())).hex[:12]
     state: dict[str, Any] = lakeio.load_progress(lake, state_name)
     items, new_state = read_sink(sink_dir, state)
+    if skip_empty and not items:
+        return IngestResult(run_id=uuid.uuid4().hex, source="sink", location=str(sink_dir))
     result = ingest_items(lake, items, "sink", str(sink_dir))
     lakeio.save_progress(lake, state_name, new_state)
     return result
@@ -144,19 +150,25 @@ TOPIC_BATCH = 10_000
 
 def ingest_topic(
     lake: str, topic: str, bootstrap: str, timeout_s: float = 10.0,
-    extra_config: dict[str, Any] | None = None, batch: int = TOPIC_BATCH,
+    extra_config: dict[str, Any] | None = None, batch: int = TOPIC_BATCH, *, skip_empty: bool = False,
+    should_stop: Callable[[], bool] | None = None,
 ) -> IngestResult:
-    """Ingest new records of a Kafka topic from the offsets saved in the lake, ``batch`` messages at a time."""
+    """Ingest new records of a Kafka topic from the offsets saved in the lake, ``batch`` messages at a time.
+
+    ``should_stop`` is asked after each written batch (a clean stop keeps the progress of whole batches);
+    ``skip_empty``: a batch that found nothing new writes no ingest_stats run.
+    """
     state_name = topic_state_name(topic, bootstrap)
     state: dict[str, Any] = lakeio.load_progress(lake, state_name)
     total = IngestResult(run_id=uuid.uuid4().hex, source="topic", location=f"{bootstrap}/{topic}", batches=0)
     while True:  # bounded batches: validated and written before the next is read, progress saved after each
         items, state = read_topic(topic, bootstrap, state, timeout_s, extra_config, max_messages=batch)
-        part = ingest_items(lake, items, "topic", f"{bootstrap}/{topic}")
+        if not (skip_empty and not items):
+            part = ingest_items(lake, items, "topic", f"{bootstrap}/{topic}")
+            total.add(part)
+            total.batches += 1
         lakeio.save_progress(lake, state_name, state)
-        total.add(part)
-        total.batches += 1
-        if len(items) < batch:
+        if len(items) < batch or (should_stop is not None and should_stop()):
             return total
 
 

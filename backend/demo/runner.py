@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import signal
 import socket
 import sys
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.auth.exposure import INSECURE_FLAG, decide_exposure, is_loopback, ui_environment
+from backend.auth.exposure import INSECURE_FLAG, decide_exposure, is_loopback
 from backend.config import AuthSettings
-from backend.demo.procs import ManagedProcess
 from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
 from backend.store.location import parse_lake, resolve_lake
 
@@ -37,10 +36,10 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the demo command's options."""
     parser.add_argument("--lab", default=str(REPO / "lab.toml"), help="lab fleet file (default: lab.toml)")
     parser.add_argument("--lake", default=None, help="lake directory (default: $FLEETVIEW_LAKE, else ./lake)")
-    parser.add_argument("--state-dir", default=None, help="lab state, sink, logs (default: the lab file's state_dir)")
+    parser.add_argument("--state-dir", default=None, help="lab state and sink (default: the lab file's state_dir); the service's logs are under <lake>/_state/service")
     parser.add_argument("--port", type=int, default=8501, help="UI port (default: 8501)")
     parser.add_argument("--metrics-port", type=int, default=9308,
-                        help="the poller's Prometheus endpoint (default: 9308; a free one when that is taken or 0)")
+                        help="Prometheus /metrics, /healthz, /readyz (default: 9308; a free one when that is taken or 0)")
     parser.add_argument("--clients", type=int, default=400, help="synthetic client instances pushing configs (default: 400)")
     parser.add_argument("--seed", type=int, default=1324, help="seed of the synthetic client fleet")
     parser.add_argument("--poll-interval", type=float, default=15.0, help="seconds between polls (default: 15)")
@@ -60,17 +59,12 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 class DemoState:
     """What the demo has started, so one Ctrl-C can stop all of it."""
 
-    processes: list[ManagedProcess] = field(default_factory=list)  # long-running, restarted if they die
-    jobs: list[ManagedProcess] = field(default_factory=list)  # one-shot ingest/analyze runs
     zookeeper: LocalZooKeeper | None = None
     lab: object | None = None
+    supervisor: object | None = None
     stop: threading.Event = field(default_factory=threading.Event)
-    analyses: int = 0
     recreated: bool = False
-
-
-def _python() -> list[str]:
-    return [sys.executable, "-m"]
+    children: int = 0
 
 
 def _port_free(port: int) -> bool:
@@ -108,7 +102,6 @@ def run_demo_command(args: argparse.Namespace) -> int:
         return 2
     lake = Path(parse_lake(resolve_lake(args.lake)).root)
     lake.mkdir(parents=True, exist_ok=True)
-    logs = config.state_dir / "logs"
     state = DemoState()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -116,7 +109,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return _run(args, config, lake, logs, state)
+        return _run(args, config, lake, state)
     finally:
         # A second Ctrl-C while stopping must not leave children behind.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -125,9 +118,41 @@ def run_demo_command(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state: DemoState) -> int:
+def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir: Path, metrics_port: int) -> Path:
+    """The lab's clusters plus the service tables the demo runs with (its intervals, ports and the PushConfig sink)."""
+    clusters = lab.write_fleet_file(path.with_name("lab-clusters.toml")).read_text(encoding="utf-8")  # type: ignore[attr-defined]
+    # --insecure-no-login puts [auth] required = false in it; without, the demo keeps to loopback.
+    auth = ["[auth]", "required = false  # python -m backend demo --insecure-no-login", ""] if args.insecure_no_login else []
+    service = [
+        *auth,
+        "[settings]",
+        f"poll_interval_s = {args.poll_interval!r}",
+        "",
+        "[service]",
+        f"ui = {'false' if args.no_ui else 'true'}",
+        f"ui_address = {json.dumps(args.address)}",
+        f"ui_port = {args.port}",
+        'metrics_address = "127.0.0.1"',
+        f"metrics_port = {metrics_port}",
+        f"analyze_interval_s = {args.analyze_interval!r}",
+        "",
+        "[[client_configs]]",
+        'name = "lab-sink"',
+        f"sink = {json.dumps(str(sink_dir))}",
+        f"interval_s = {min(15.0, args.analyze_interval)!r}",
+        "",
+    ]
+    path.write_text("\n".join(service) + "\n" + clusters, encoding="utf-8")
+    return path
+
+
+def _run(args: argparse.Namespace, config: object, lake: Path, state: DemoState) -> int:
+    from backend.config import load_fleet
     from backend.lab.clientgen import generate_clients, push_all
     from backend.lab.fleet import LabFleet
+    from backend.service.cli import serve
+    from backend.service.status import default_state_dir
+    from backend.service.supervisor import ServicePlan
 
     print("Fleet view demo: starting the lab fleet, the poller, the Spark job and the UI.", flush=True)
     zk_connect: str | None = None
@@ -140,14 +165,12 @@ def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state
         print(f"  zookeeper: {zk_connect} (given)", flush=True)
     else:
         print("  zookeeper: none (--zookeeper none); ZooKeeper-mode lab clusters run without it", flush=True)
+    if state.stop.is_set():
+        return 0
 
     lab = LabFleet(config, zookeeper_connect=zk_connect)  # type: ignore[arg-type]
     lab.start()
     state.lab = lab
-    fleet_file = lab.write_fleet_file(config.state_dir / "clusters.toml")  # type: ignore[attr-defined]
-    if args.insecure_no_login:
-        fleet_file.write_text("[auth]\nrequired = false  # python -m backend demo --insecure-no-login\n\n"
-                              + fleet_file.read_text(encoding="utf-8"), encoding="utf-8")
     for name, info in lab.clusters.items():
         versions = sorted({b.software_version for b in info.brokers})
         zk = f", zookeeper {info.zookeeper_connect}{info.zookeeper_chroot}" if info.zookeeper_connect else ""
@@ -163,55 +186,54 @@ def _run(args: argparse.Namespace, config: object, lake: Path, logs: Path, state
         counts = Counter(o.status for o in outcomes)
         print(f"  clients: {len(clients)} synthetic client instances pushed their configs (KIP-1324): "
               + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
+    if state.stop.is_set():
+        return 0
 
+    # One code path with `serve`: the demo is the service on the lab fleet.
     metrics_port = _metrics_port(args.metrics_port)
-    poller = ManagedProcess(
-        "poller",
-        [*_python(), "backend", "poll", "--config", str(fleet_file), "--lake", str(lake), "--interval", str(args.poll_interval),
-         "--metrics-port", str(metrics_port)],
-        logs / "poller.log", cwd=REPO,
-    )
-    poller.start()
-    state.processes.append(poller)
+    fleet_file = demo_fleet_file(lab, config.state_dir / "clusters.toml", args, config.sink_dir, metrics_port)  # type: ignore[attr-defined]
+    fleet = load_fleet(fleet_file)
+    service = fleet.service
+    plan = ServicePlan(fleet=fleet, fleet_file=fleet_file, lake=str(lake), state_dir=default_state_dir(str(lake)),
+                       ui=service.ui, ui_address=service.ui_address, ui_port=service.ui_port,
+                       metrics_address=service.metrics_address, metrics_port=service.metrics_port,
+                       spark_master=fleet.settings.spark_master, insecure_no_login=args.insecure_no_login, banner=lambda sup: _banner(sup, args, lake),
+                       stop_event=state.stop)
+    scenario = threading.Thread(target=_scenario, args=(lab, lake, state), name="demo-scenario", daemon=True)
+    scenario.start()
+    state.children = len([c for c in ("poll", "ingest", "analyze", "ui") if c != "ui" or service.ui])
+    return serve(plan, duration_s=args.duration)
+
+
+def _banner(supervisor: object, args: argparse.Namespace, lake: Path) -> None:
+    """The demo's banner, as before it ran on the service: where everything is, one line each."""
+    components = supervisor.components  # type: ignore[attr-defined]
+    poller = components["poll"].child
     print(f"  poller: every {args.poll_interval:.0f}s, pid {poller.pid}, log {poller.log}", flush=True)
-    print(f"  metrics: http://127.0.0.1:{metrics_port}/metrics  (Prometheus; rules in docs/prometheus/rules.yml)",
-          flush=True)
-
-    if not args.no_ui:
-        ui = ManagedProcess(
-            "ui",
-            [*_python(), "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.port", str(args.port),
-             "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            logs / "ui.log", env={"FLEETVIEW_LAKE": str(lake), "FLEETVIEW_FLEET": str(fleet_file),
-                                  **ui_environment(args.insecure_no_login)}, cwd=REPO,
-        )
-        ui.start()
-        state.processes.append(ui)
-        shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0", "::", "") else args.address
-        print(f"  ui: http://{shown}:{args.port}  (pid {ui.pid}, log {ui.log})"
-              + ("  -- NO LOGIN: anyone who reaches it sees every cluster" if not is_loopback(args.address) else ""),
+    print(f"  metrics: http://127.0.0.1:{supervisor.http.port}/metrics  (Prometheus; rules in "  # type: ignore[attr-defined]
+          "docs/prometheus/rules.yml; health: /healthz, /readyz)", flush=True)
+    if "ui" in components:
+        ui = components["ui"].child
+        address = supervisor.plan.ui_address  # type: ignore[attr-defined]
+        shown = "localhost" if address in ("127.0.0.1", "0.0.0.0", "::", "") else address
+        print(f"  ui: http://{shown}:{supervisor.plan.ui_port}  (pid {ui.pid}, log {ui.log})"  # type: ignore[attr-defined]
+              + ("  -- NO LOGIN: anyone who reaches it sees every cluster" if not is_loopback(address) else ""),
               flush=True)
-
-    analyzer = threading.Thread(target=_analysis_loop, args=(args, config, lake, logs, state), name="demo-analysis", daemon=True)
-    analyzer.start()
-    print(f"  spark job: ingest + analyze now and every {args.analyze_interval:.0f}s, logs in {logs}", flush=True)
+    analyze = components.get("analyze")
+    logs = poller.log.parent
+    print(f"  spark job: ingest of the PushConfig sink, analyze in a warm Spark driver after the first poll and every "
+          f"{args.analyze_interval:.0f}s" + (f" (pid {analyze.child.pid})" if analyze else "") + f", logs in {logs}",
+          flush=True)
     print(f"  lake: {lake}", flush=True)
     print("Press Ctrl-C once to stop everything.", flush=True)
 
-    started = time.monotonic()
-    first_poll: str | None = None
+
+def _scenario(lab: object, lake: Path, state: DemoState) -> None:
+    """After the first poll, recreate one topic so the next poll sees a new topic id."""
     while not state.stop.wait(1.0):
-        if args.duration is not None and time.monotonic() - started > args.duration:
-            break
-        first_poll = first_poll or _latest_poll(lake)
-        if first_poll and not state.recreated:
+        if _latest_poll(lake):
             _recreate_topic(lab, state)
-        for process in state.processes:
-            if not process.running() and not state.stop.is_set():
-                print(f"demo: {process.name} exited; restarting it. Last lines:\n{process.tail(10)}", file=sys.stderr, flush=True)
-                process.restarts += 1
-                process.start()
-    return 0
+            return
 
 
 def _latest_poll(lake: Path) -> str | None:
@@ -235,44 +257,9 @@ def _recreate_topic(lab: object, state: DemoState) -> None:
     state.recreated = True
 
 
-def _analysis_loop(args: argparse.Namespace, config: object, lake: Path, logs: Path, state: DemoState) -> None:
-    """Ingest the PushConfig sink and run the Spark job now, after the first poll, then every interval."""
-    sink = config.sink_dir  # type: ignore[attr-defined]
-    next_run = time.monotonic()
-    ran_after_poll = False
-    while not state.stop.is_set():
-        polled = _latest_poll(lake) is not None
-        due = time.monotonic() >= next_run or (polled and not ran_after_poll)
-        if due:
-            ran_after_poll = ran_after_poll or polled
-            for name, cmd in (
-                ("ingest", [*_python(), "backend", "ingest", "--sink", str(sink), "--lake", str(lake)]),
-                ("analyze", [*_python(), "backend", "analyze", "--lake", str(lake)]),
-            ):
-                job = ManagedProcess(name, cmd, logs / f"{name}.log", cwd=REPO)
-                job.start()
-                state.jobs.append(job)
-                while job.running() and not state.stop.is_set():
-                    time.sleep(0.5)
-                state.jobs.remove(job)
-                if state.stop.is_set():
-                    job.stop()
-                    return
-                if job.proc is not None and job.proc.returncode != 0:
-                    print(f"demo: {name} failed (exit {job.proc.returncode}):\n{job.tail(10)}", file=sys.stderr, flush=True)
-            state.analyses += 1
-            print(f"  spark job: run {state.analyses} done", flush=True)
-            next_run = time.monotonic() + args.analyze_interval
-        state.stop.wait(1.0)
-
-
 def _shutdown(state: DemoState) -> None:
     state.stop.set()
-    stopped = 0
-    for process in [*state.jobs, *reversed(state.processes)]:
-        if process.proc is not None:
-            process.stop()
-            stopped += 1
+    stopped = state.children
     if state.lab is not None:
         state.lab.stop()  # type: ignore[attr-defined]
     if state.zookeeper is not None:

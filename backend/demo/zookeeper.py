@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.demo.procs import ManagedProcess
+from backend.service.procs import ChildProcess
 
 DEBIAN_CLASSPATH = ("/etc/zookeeper/conf", "/usr/share/java/zookeeper.jar")
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ class LocalZooKeeper:
     classpath: str
     origin: str
     port: int = 0
-    process: ManagedProcess | None = None
+    process: ChildProcess | None = None
 
     @property
     def connect(self) -> str:
@@ -70,7 +70,7 @@ class LocalZooKeeper:
             f"dataDir={self.workdir / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
             "admin.enableServer=false\nmaxClientCnxns=200\n4lw.commands.whitelist=ruok,srvr\n"
         )
-        self.process = ManagedProcess(
+        self.process = ChildProcess(
             "zookeeper",
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", self.classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
             self.workdir / "zookeeper.log",

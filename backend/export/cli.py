@@ -1,4 +1,8 @@
-"""`python -m backend export --report drift --clusters a,b --out report.html [--keys k1,k2] [--lake ./lake]`."""
+"""`python -m backend export --report drift|broker-configs --clusters a,b --out FILE [--keys k1,k2] [--lake ./lake]`.
+
+drift: the one-file HTML config-drift report (with the broker-config comparison as a section);
+broker-configs: the broker-config comparison as CSV.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ import tempfile
 from pathlib import Path
 
 from backend.config import configured_lake
-from backend.export.report import ReportError, build_drift_report
+from backend.export.report import ReportError, build_broker_config_csv, build_drift_report
 from backend.store.location import LAKE_HELP
 
-REPORTS = ("drift",)
+REPORTS = ("drift", "broker-configs")
 
 
 def _csv(text: str) -> list[str]:
@@ -29,7 +33,9 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=_csv, default=None, help="comma-separated config keys (default: top drifting)")
     parser.add_argument("--include-identity", action="store_true",
                         help="rank identity keys (client.id, group.id, keys unique per instance) as drift too")
-    parser.add_argument("--out", type=Path, required=True, help="output HTML file")
+    parser.add_argument("--include-defaults", action="store_true",
+                        help="broker-configs: also list configs at their default in every cluster")
+    parser.add_argument("--out", type=Path, required=True, help="output file (HTML for drift, CSV for broker-configs)")
     parser.add_argument("--lake", default=None, help=LAKE_HELP)
     parser.add_argument("--config", default=None, help="fleet file (TOML) whose lake_path is the default lake")
 
@@ -38,14 +44,17 @@ def run_export_command(args: argparse.Namespace) -> int:
     """Render the chosen report to args.out; return 0, or 2 with a clear message on bad input."""
     try:
         location = configured_lake(args.lake, fleet_file=args.config)
-        text = build_drift_report(location, args.clusters, args.keys, include_identity=args.include_identity)
+        if args.report == "broker-configs":
+            text = build_broker_config_csv(location, args.clusters, include_defaults=args.include_defaults)
+        else:
+            text = build_drift_report(location, args.clusters, args.keys, include_identity=args.include_identity)
     except (ReportError, ValueError) as exc:  # a bad lake location or fleet file is a ValueError
         print(f"export: {exc}", file=sys.stderr)
         return 2
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     # Write beside the target, then rename, so a failed run never leaves half a report.
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".report-", suffix=".html")
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".report-", suffix=out.suffix or ".out")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     os.replace(tmp, out)

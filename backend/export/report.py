@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from backend.auth.scope import Scope
-from backend.views import charts, config_views, fleet_views, frames
+from backend.export.csv_safe import safe_csv
+from backend.views import broker_config_views, charts, config_views, fleet_views, frames
 
 DEFAULT_TOP_KEYS = 10
 _CSS = """
@@ -36,6 +37,7 @@ class DriftReportData:
     distributions: pd.DataFrame
     numeric: pd.DataFrame
     keys: list[str]
+    broker_configs: pd.DataFrame  # broker configs side by side (differences first, defaults left out)
 
 
 def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None, *,
@@ -81,6 +83,9 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
             raise ReportError(f"no results for key(s) {', '.join(missing)}")
         heat = heat[[k in keys for k in heat.index.str.replace(r" \(.*\)$", "", regex=True)]]
     pair_ok = drift["cluster_a_name"].isin(clusters) & drift["cluster_b_name"].isin(clusters)
+    viewable = [c for c in clusters if scope.may_view(c)]
+    broker_configs = broker_config_views.compare_broker_configs(
+        scope.by_name(frames.broker_configs(location, viewable)), viewable)
     return DriftReportData(
         clusters=latest[latest["cluster_name"].isin(clusters)],
         drift=drift[pair_ok & drift["key"].isin(chosen_keys)].sort_values("tvd", ascending=False),
@@ -88,6 +93,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
         distributions=dist[dist["cluster"].isin(clusters) & dist["key"].isin(chosen_keys)],
         numeric=numeric[numeric["cluster"].isin(clusters) & numeric["key"].isin(chosen_keys)],
         keys=chosen_keys,
+        broker_configs=broker_configs,
     )
 
 
@@ -122,6 +128,7 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
         f"keys: {html.escape(', '.join(data.keys))} · generated {now:%Y-%m-%d %H:%M} UTC"
         + (f" · lake {html.escape(lake_label)}" if lake_label else "") + "</p>",
         "<h2>Clusters</h2>", _table(summary),
+        *_broker_config_section(data.broker_configs),
         "<h2>Drift by key and cluster pair</h2>",
         ("<p>Total variation distance between the value distributions of the latest client instances "
         "(0 = identical, 1 = disjoint).</p>"),
@@ -154,6 +161,35 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
             parts.append(_table(table))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _broker_config_section(table: pd.DataFrame) -> list[str]:
+    parts = ["<h2>Broker configs</h2>"]
+    if table.empty:
+        return parts + ["<p class='note'>No broker configs differ from their defaults, or none were read yet for "
+                        "these clusters (the poller reads them every config_interval_s).</p>"]
+    differing = int(table["differs"].sum())
+    parts.append(f"<p>The value the brokers of each cluster report (DescribeConfigs); {differing} of {len(table)} "
+                 "configs set somewhere differ, differences first; configs at their default everywhere are left "
+                 "out; values the brokers mark sensitive are never stored.</p>")
+    return parts + [_table(table.drop(columns=["all_default"]))]
+
+
+def build_broker_config_csv(location: str, clusters: list[str], *, include_defaults: bool = False,
+                            scope: Scope | None = None) -> str:
+    """The broker-config comparison of the chosen clusters (within ``scope``) as CSV (formula cells neutralised)."""
+    scope = scope or Scope()
+    if not clusters:
+        raise ReportError("choose at least one cluster")
+    known = set(fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))["cluster_name"])
+    unknown = [c for c in clusters if c not in known]
+    if unknown:
+        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+    table = broker_config_views.compare_broker_configs(scope.by_name(frames.broker_configs(location, clusters)),
+                                                       clusters, include_defaults=include_defaults)
+    if table.empty:
+        raise ReportError(f"no broker configs stored for {', '.join(clusters)} in {location} yet")
+    return safe_csv(table)
 
 
 def build_drift_report(location: str, clusters: list[str], keys: list[str] | None = None, *,

@@ -24,7 +24,7 @@ from backend.kafka import versions
 
 READ_ONLY_API_KEYS: frozenset[int] = frozenset({
     P.API_API_VERSIONS, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE,
-    P.API_DESCRIBE_CLUSTER, P.API_METADATA,
+    P.API_DESCRIBE_CLUSTER, P.API_METADATA, P.API_DESCRIBE_CONFIGS,
 })
 
 CLIENT_SOFTWARE_NAME = "fleetview-probe"
@@ -176,8 +176,12 @@ class _Connection:
         return left
 
     def request(self, api_key: int, version: int, body: dict[str, Any],
-                memo: ResponseMemo | None = None) -> dict[str, Any]:
-        """Send one request and return the decoded response body (memo: skip decoding a repeat)."""
+                memo: ResponseMemo | None = None, *, cap: int | None = None,
+                max_elements: int | None = None) -> dict[str, Any]:
+        """Send one request and return the decoded response body (memo: skip decoding a repeat).
+
+        cap / max_elements override the answer's byte cap and element budget (DescribeConfigs of many topics).
+        """
         if api_key not in READ_ONLY_API_KEYS:
             raise ReadOnlyViolation(f"api key {api_key} is not read-only; the probe refuses it")
         self.correlation_id += 1
@@ -185,7 +189,9 @@ class _Connection:
         self.sock.settimeout(self._left("sending"))
         self.sock.sendall(frame)
         # Only Metadata grows with the cluster; every other answer the probe reads is small.
-        if api_key == P.API_METADATA:
+        if cap is not None and max_elements is not None:
+            pass
+        elif api_key == P.API_METADATA:
             cap, max_elements = self.max_response_bytes, self.max_elements
         else:
             cap = min(self.max_response_bytes, P.MAX_SMALL_RESPONSE_BYTES)
@@ -424,6 +430,54 @@ def _ms(since: float) -> float:
     return round((time.monotonic() - since) * 1000, 3)
 
 
+def failure_of(exc: BaseException, host: str, port: int, timeout_s: float) -> tuple[str, str]:
+    """(error kind, message) of an exception raised while talking to one broker."""
+    if isinstance(exc, _ProbeFailure):
+        return exc.kind, str(exc)
+    if isinstance(exc, TimeoutError):
+        return "timeout", f"no answer within {timeout_s:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "refused", f"connection refused by {host}:{port}"
+    if isinstance(exc, ssl.SSLError):
+        return "tls", f"TLS error: {exc}"
+    if isinstance(exc, P.ProtocolError):
+        kind = "disconnected" if "connection closed" in str(exc) else "protocol"
+        return ("timeout" if "passed the deadline" in str(exc) else kind), str(exc)
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+        return "disconnected", f"connection dropped: {exc}"
+    if isinstance(exc, OSError):
+        return "network", f"{type(exc).__name__}: {exc.strerror or exc}"
+    # A broker answer we did not foresee must never break the caller's poll.
+    return "protocol", f"unexpected answer ({type(exc).__name__}: {exc})"
+
+
+def tls_context(sec: ProbeSecurity) -> tuple[ssl.SSLContext | None, list[str]]:
+    """The TLS context a security configuration needs (None without TLS) and its problems (empty when usable)."""
+    problems = sec.problems()
+    if not sec.uses_tls or problems:
+        return None, problems
+    try:
+        return _ssl_context(sec), []
+    except (OSError, ssl.SSLError) as exc:
+        return None, [f"cannot load TLS files: {_scrub(str(exc), (sec.password, sec.ssl_key_password))}"]
+
+
+def open_connection(host: str, port: int, sec: ProbeSecurity, ctx: ssl.SSLContext | None, deadline: float,
+                    client_id: str, result: ProbeResult, *, resolver: Resolver | None = None,
+                    max_response_bytes: int = P.MAX_SMALL_RESPONSE_BYTES) -> tuple[socket.socket, _Connection]:
+    """Connect, ApiVersions and SASL: a read-only connection ready for requests (the caller closes the socket)."""
+    sock = _connect(host, port, ctx, deadline, result, resolver or _DEFAULT_RESOLVER)
+    try:
+        conn = _Connection(sock, deadline, client_id, max_response_bytes)
+        _api_versions(conn, result, PROBE_API_VERSIONS_VERSION)
+        if sec.uses_sasl:
+            _sasl(conn, sec, result)
+    except BaseException:
+        sock.close()
+        raise
+    return sock, conn
+
+
 def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
                  timeout_s: float = 10.0, client_id: str = DEFAULT_CLIENT_ID,
                  first_api_versions_version: int = PROBE_API_VERSIONS_VERSION,
@@ -443,13 +497,7 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
     deadline = start + timeout_s
     result = ProbeResult(host=host, port=port)
     secrets = (sec.password, sec.ssl_key_password)
-    problems = sec.problems()
-    ctx: ssl.SSLContext | None = None
-    if sec.uses_tls and not problems:
-        try:
-            ctx = _ssl_context(sec)
-        except (OSError, ssl.SSLError) as exc:
-            problems.append(f"cannot load TLS files: {_scrub(str(exc), secrets)}")
+    ctx, problems = tls_context(sec)
     if problems:
         result.error, result.error_kind = "; ".join(problems), "config"
         result.timings_ms["total"] = _ms(start)
@@ -467,28 +515,9 @@ def probe_broker(host: str, port: int, *, security: ProbeSecurity | None = None,
         result.ok = True
     except ReadOnlyViolation:
         raise
-    except _ProbeFailure as exc:
-        result.error_kind, result.error = exc.kind, str(exc)
-    except TimeoutError:
-        result.error_kind, result.error = "timeout", f"no answer within {timeout_s:g} s"
-    except ConnectionRefusedError:
-        result.error_kind, result.error = "refused", f"connection refused by {host}:{port}"
-    except ssl.SSLError as exc:
-        result.error_kind, result.error = "tls", f"TLS error: {exc}"
-    except P.ProtocolError as exc:
-        kind = "disconnected" if "connection closed" in str(exc) else "protocol"
-        if "passed the deadline" in str(exc):
-            kind = "timeout"
-        result.error_kind, result.error = kind, str(exc)
-    except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError) as exc:
-        result.error_kind, result.error = "disconnected", f"connection dropped: {exc}"
-    except OSError as exc:
-        result.error_kind = "network"
-        result.error = f"{type(exc).__name__}: {exc.strerror or exc}"
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        # A broker answer we did not foresee must never break the caller's poll.
-        result.error_kind = "protocol"
-        result.error = f"unexpected answer ({type(exc).__name__}: {exc})"
+    except (_ProbeFailure, OSError, P.ProtocolError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError) as exc:
+        result.error_kind, result.error = failure_of(exc, host, port, timeout_s)
     if result.error:
         result.error = _scrub(result.error, secrets)
         result.ok = False
@@ -566,3 +595,8 @@ def probe_brokers(brokers: Sequence[tuple[str, int]], *, security: ProbeSecurity
             brokers,
         ))
 
+
+
+# For sibling modules that talk over open_connection (backend.kafka.configs).
+ProbeFailure = _ProbeFailure
+scrub_secrets = _scrub

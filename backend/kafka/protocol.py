@@ -23,6 +23,7 @@ from typing import Any
 from backend.kafka.schemas import (
     API_API_VERSIONS,
     API_DESCRIBE_CLUSTER,
+    API_DESCRIBE_CONFIGS,
     API_METADATA,
     API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,
@@ -60,9 +61,10 @@ from backend.kafka.wire import (
 
 # Re-exported so callers need only `from backend.kafka import protocol as P`.
 __all__ = [
-    "API_API_VERSIONS", "API_DESCRIBE_CLUSTER", "API_METADATA", "API_SASL_AUTHENTICATE",
+    "API_API_VERSIONS", "API_DESCRIBE_CLUSTER", "API_DESCRIBE_CONFIGS", "API_METADATA", "API_SASL_AUTHENTICATE",
     "API_SASL_HANDSHAKE", "API_VERSIONS_CLIENT_INSTANCE_ID_VERSION", "API_VERSIONS_MAX_VERSION",
-    "CLUSTER_AUTHORIZATION_FAILED", "CONFIG_TOO_LARGE", "CONFIG_TYPES",
+    "CLUSTER_AUTHORIZATION_FAILED", "CONFIG_SOURCES", "CONFIG_TOO_LARGE", "CONFIG_TYPES",
+    "DESCRIBE_CONFIGS_TYPES", "RESOURCE_BROKER", "RESOURCE_TOPIC",
     "DEFAULT_MAX_METADATA_ELEMENTS", "DEFAULT_MAX_METADATA_RESPONSE_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_RESPONSE_BYTES", "ELEMENTS_PER_PARTITION",
     "MAX_SMALL_RESPONSE_BYTES", "MAX_SMALL_RESPONSE_ELEMENTS", "DESCRIBE_CLUSTER_KIP885_VERSION",
@@ -114,6 +116,21 @@ CONFIG_TYPES: dict[int, str] = {
     0: "BOOLEAN", 1: "STRING", 2: "INT", 3: "SHORT", 4: "LONG", 5: "DOUBLE", 6: "LIST",
     7: "CLASS", 8: "PASSWORD",
 }
+# DescribeConfigs: ConfigResource.Type codes the product asks about.
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# DescribeConfigs ConfigSource (v1+), as Kafka names them (DescribeConfigsResponse.ConfigSource).
+CONFIG_SOURCES: dict[int, str] = {
+    0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG",
+}
+# DescribeConfigs ConfigType (v3+): not PushConfig's numbering (0 is UNKNOWN here).
+DESCRIBE_CONFIGS_TYPES: dict[int, str] = {
+    0: "UNKNOWN", 1: "BOOLEAN", 2: "STRING", 3: "INT", 4: "SHORT", 5: "LONG", 6: "DOUBLE", 7: "LIST",
+    8: "CLASS", 9: "PASSWORD",
+}
+
 
 class UnsupportedVersionError(ProtocolError):
     """A request whose api key or version this codec does not implement (header still parsed)."""

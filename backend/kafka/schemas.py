@@ -8,6 +8,7 @@ from typing import Any
 from backend.kafka.wire import ZERO_UUID, ProtocolError
 
 API_METADATA = 3
+API_DESCRIBE_CONFIGS = 32
 API_SASL_HANDSHAKE = 17
 API_API_VERSIONS = 18
 API_SASL_AUTHENTICATE = 36
@@ -252,10 +253,49 @@ _PUSH_CONFIG = MessageSchema(
     ),
 )
 
+# Read-only: the broker and topic configurations (the product asks for broker and topic
+# resources only; v0 is gone from Kafka 4.0, KIP-896).
+_DESCRIBE_CONFIGS = MessageSchema(
+    API_DESCRIBE_CONFIGS, "DescribeConfigs", (0, 4), 4,
+    request=(
+        F("resources", "[]struct", fields=(
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+            F("configuration_keys", "[]string", nullable="0+"),
+        )),
+        F("include_synonyms", "bool", "1+"),
+        F("include_documentation", "bool", "3+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F("results", "[]struct", fields=(
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+            F("resource_type", "int8"),
+            F("resource_name", "string"),
+            F("configs", "[]struct", fields=(
+                F("name", "string"),
+                F("value", "string", nullable="0+"),
+                F("read_only", "bool"),
+                F("is_default", "bool", "0"),
+                F("config_source", "int8", "1+", default=-1),
+                F("is_sensitive", "bool"),
+                F("synonyms", "[]struct", "1+", fields=(
+                    F("name", "string", "1+"),
+                    F("value", "string", "1+", nullable="0+"),
+                    F("source", "int8", "1+"),
+                )),
+                F("config_type", "int8", "3+"),
+                F("documentation", "string", "3+", nullable="0+"),
+            )),
+        )),
+    ),
+)
+
 SCHEMAS: dict[int, MessageSchema] = {
     s.api_key: s
     for s in (_API_VERSIONS, _METADATA, _DESCRIBE_CLUSTER, _SASL_HANDSHAKE, _SASL_AUTHENTICATE,
-              _PUSH_CONFIG)
+              _DESCRIBE_CONFIGS, _PUSH_CONFIG)
 }
 
 

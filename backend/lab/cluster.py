@@ -13,6 +13,7 @@ from typing import Any
 
 from backend.configs.sensitive import broker_refuses_type
 from backend.kafka import protocol as P
+from backend.lab.broker_configs import ClusterConfigs
 from backend.lab.faults import BrokerFaults
 from backend.lab.model import BrokerSpec, ClusterSpec
 from backend.lab.sink import SinkWriter, iso_utc
@@ -90,6 +91,9 @@ class ClusterRuntime:
         # Every request header received, bounded: (broker id, api key, api version, client id).
         self.requests_seen: deque[tuple[int, int, int, str | None]] = deque(maxlen=REQUESTS_SEEN_MAX)
         self._metadata_cache: dict[tuple[Any, ...], bytes] = {}
+        self._configs_cache: dict[tuple[Any, ...], bytes] = {}
+        self.zookeeper_connect: str | None = spec.zookeeper.connect if spec.zookeeper else None
+        self.configs = ClusterConfigs(spec, self.identity_configs)
 
     # ----------------------------------------------------------------- views
 
@@ -135,6 +139,24 @@ class ClusterRuntime:
             table[P.API_API_VERSIONS] = (lo, max(hi, P.API_VERSIONS_CLIENT_INSTANCE_ID_VERSION))
             table[P.PUSH_CONFIG_API_KEY] = (0, 0)
         return table
+
+    def identity_configs(self, broker_id: int) -> dict[str, str]:
+        """The per-host lines of a broker's server.properties (STATIC_BROKER_CONFIG), as the real broker reports them."""
+        b = self.brokers[broker_id]
+        listener = f"{self.security_protocol}://{b.host}:{b.port}"
+        out = {"broker.id": str(broker_id), "node.id": str(broker_id), "listeners": listener,
+               "advertised.listeners": listener, "log.dirs": f"/var/lib/kafka/{self.spec.name}/broker-{broker_id}"}
+        if b.spec.rack:
+            out["broker.rack"] = b.spec.rack
+        if self.spec.profile.mode == "zookeeper":
+            chroot = self.spec.zookeeper.chroot if self.spec.zookeeper else ""
+            out["zookeeper.connect"] = f"{self.zookeeper_connect or 'localhost:2181'}{chroot}"
+        else:  # combined broker + controller nodes; the lab has no controller listener, the brokers stand in
+            voters = ",".join(f"{x.id}@{x.host}:{x.port}" for x in self.brokers.values())
+            out.update({"process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+                        "controller.quorum.voters": voters})
+        known = self.configs.catalog.broker
+        return {k: v for k, v in out.items() if k in known}
 
     # ------------------------------------------------------------- responses
 
@@ -200,6 +222,23 @@ class ClusterRuntime:
             if len(self._metadata_cache) >= METADATA_CACHE_MAX:
                 self._metadata_cache.pop(next(iter(self._metadata_cache)))
             self._metadata_cache[key] = encoded
+        return encoded
+
+    def describe_configs_response(self, request: dict[str, Any], version: int, broker_id: int,
+                                  request_body: bytes) -> bytes:
+        """The encoded DescribeConfigs response body, reused while topics, configs and the request are unchanged."""
+        key = (self.state.generation, self.configs.generation, broker_id, version, request_body)
+        with self._lock:
+            cached = self._configs_cache.get(key)
+        if cached is not None:
+            return cached
+        topics = {t.name for t in self.state.topics(self.spec.name)}
+        encoded = P.encode_response_body(P.API_DESCRIBE_CONFIGS, version,
+                                         self.configs.describe(broker_id, request, version, topics))
+        with self._lock:
+            if len(self._configs_cache) >= METADATA_CACHE_MAX * 4:
+                self._configs_cache.pop(next(iter(self._configs_cache)))
+            self._configs_cache[key] = encoded
         return encoded
 
     def metadata_body(self, request: dict[str, Any], version: int) -> dict[str, Any]:

@@ -179,6 +179,7 @@ class LabFleet:
         if connect is None:
             self.zk_errors[rt.spec.name] = "no ZooKeeper connect string (set zookeeper_connect or --zookeeper)"
             return
+        rt.zookeeper_connect = connect
         reg = ZkRegistrar(connect, zk.chroot)
         try:
             reg.start()
@@ -262,11 +263,15 @@ class LabFleet:
 
     # ---------------------------------------------------------------- topics
 
-    def create_topic(self, cluster: str, name: str, partitions: int = 1, replication_factor: int = 1) -> TopicState:
-        """Lab admin operation: create a topic with a fresh id."""
+    def create_topic(self, cluster: str, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: dict[str, object] | None = None) -> TopicState:
+        """Lab admin operation: create a topic with a fresh id (configs: its overrides)."""
         rt = self.runtimes[cluster]
         if not 1 <= replication_factor <= len(rt.brokers) or partitions < 1:
             raise ValueError(f"invalid topic layout: {partitions} partitions, replication factor {replication_factor}")
+        rt.configs.set_topic_configs(name, {})
+        for key, value in (configs or {}).items():
+            rt.configs.set_topic_config(name, key, value)
         ts = self.state.create_topic(cluster, TopicSpec(name, partitions, replication_factor))
         if cluster in self.registrars:
             self.registrars[cluster].write_topic(ts, list(rt.brokers))
@@ -275,6 +280,7 @@ class LabFleet:
     def delete_topic(self, cluster: str, name: str) -> None:
         """Lab admin operation: delete a topic."""
         self.state.delete_topic(cluster, name)
+        self.runtimes[cluster].configs.set_topic_configs(name, None)
         if cluster in self.registrars:
             self.registrars[cluster].delete_topic(name)
 
@@ -286,6 +292,16 @@ class LabFleet:
             reg.delete_topic(name)
             reg.write_topic(ts, list(self.runtimes[cluster].brokers))
         return ts
+
+    def set_broker_config(self, cluster: str, broker_id: int | None, name: str, value: object | None) -> None:
+        """Lab admin operation: a dynamic broker config of one broker (None: the cluster-wide default); None deletes."""
+        self.runtimes[cluster].configs.set_broker_config(broker_id, name, value)
+
+    def set_topic_config(self, cluster: str, topic: str, name: str, value: object | None) -> None:
+        """Lab admin operation: a topic override; value None deletes it."""
+        if topic not in {t.name for t in self.state.topics(cluster)}:
+            raise KeyError(f"cluster {cluster!r} has no topic {topic!r}")
+        self.runtimes[cluster].configs.set_topic_config(topic, name, value)
 
     def topic_id(self, cluster: str, name: str) -> str:
         """The current topic id (Kafka's 22-char text)."""

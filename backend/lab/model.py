@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.lab.config_catalog import ConfigCatalog, config_value, load_catalogs
+
 PROFILES_FILE = Path(__file__).parent / "profiles" / "profiles.json"
 DEFAULT_MAX_CONFIG_BYTES = 10240
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -30,16 +32,24 @@ class Profile:
     kip885: bool
     internal_topics: tuple[str, ...]
     api_versions: tuple[tuple[int, int, int], ...]
+    config_catalog: str = "kafka-4.3"  # family of broker_configs.json the brokers describe their configs from
+
+    @property
+    def catalog(self) -> ConfigCatalog:
+        """The broker and topic configs these brokers declare."""
+        return load_catalogs()[self.config_catalog]
 
 
 @dataclass(frozen=True)
 class BrokerSpec:
-    """One lab broker: id, port (0 = any free port), rack, optional version override."""
+    """One lab broker: id, port (0 = any free port), rack, optional version override, its own configs."""
 
     id: int
     port: int = 0
     rack: str | None = None
     software_version: str | None = None
+    configs: dict[str, str] = field(default_factory=dict)  # its server.properties: STATIC_BROKER_CONFIG
+    dynamic_configs: dict[str, str] = field(default_factory=dict)  # set for this broker: DYNAMIC_BROKER_CONFIG
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class TopicSpec:
     name: str
     partitions: int = 1
     replication_factor: int = 1
+    configs: dict[str, str] = field(default_factory=dict)  # topic overrides: DYNAMIC_TOPIC_CONFIG
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,8 @@ class ClusterSpec:
     tls: TlsSpec | None = None
     sasl: SaslSpec | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)  # every broker's server.properties: STATIC_BROKER_CONFIG
+    dynamic_configs: dict[str, str] = field(default_factory=dict)  # cluster-wide: DYNAMIC_DEFAULT_BROKER_CONFIG
 
     @property
     def effective_controller(self) -> int:
@@ -162,6 +175,7 @@ def load_profiles(path: Path = PROFILES_FILE) -> dict[str, Profile]:
             kip885=bool(p["kip885"]),
             internal_topics=tuple(p.get("internal_topics", ())),
             api_versions=tuple((int(k), int(lo), int(hi)) for k, lo, hi in p["api_versions"]),
+            config_catalog=p.get("config_catalog", "kafka-4.3"),
         )
     return out
 
@@ -178,6 +192,29 @@ def _int(value: Any, where: str, minimum: int = 0) -> int:
     return value
 
 
+def _configs(raw: Any, catalog: ConfigCatalog, where: str, *, topic: bool = False,
+             dynamic: bool = False) -> dict[str, str]:
+    """A table of broker or topic configs from lab.toml, checked against the catalog of the profile."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise LabConfigError(f"{where}: expected a table of config = value")
+    known = catalog.topic if topic else catalog.broker
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        kind = "topic" if topic else "broker"
+        definition = known.get(key)
+        if definition is None:
+            raise LabConfigError(f"{where}: unknown {kind} config {key!r} for the {catalog.family} catalog")
+        if dynamic and getattr(definition, "read_only", False):
+            raise LabConfigError(f"{where}: {key!r} is read-only on a real broker; set it in configs (static)")
+        try:
+            out[key] = config_value(value, definition.type, f"{where} {key}")
+        except ValueError as exc:
+            raise LabConfigError(str(exc)) from None
+    return out
+
+
 def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int) -> ClusterSpec:
     name = _req(raw, "name", f"clusters[{index}]")
     where = f"cluster {name!r}"
@@ -185,6 +222,7 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
     if profile_name not in profiles:
         raise LabConfigError(f"{where}: unknown profile {profile_name!r} (known: {', '.join(sorted(profiles))})")
     profile = profiles[profile_name]
+    catalog = profile.catalog
     brokers = []
     for i, b in enumerate(_req(raw, "brokers", where)):
         bw = f"{where} brokers[{i}]"
@@ -194,6 +232,8 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
                 port=_int(b.get("port", 0), bw),
                 rack=b.get("rack"),
                 software_version=b.get("software_version"),
+                configs=_configs(b.get("configs"), catalog, f"{bw} configs"),
+                dynamic_configs=_configs(b.get("dynamic_configs"), catalog, f"{bw} dynamic_configs", dynamic=True),
             )
         )
     if not brokers:
@@ -207,7 +247,9 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
         rf = _int(t.get("replication_factor", 1), tw, 1)
         if rf > len(brokers):
             raise LabConfigError(f"{tw}: replication_factor {rf} exceeds broker count {len(brokers)}")
-        topics.append(TopicSpec(name=_req(t, "name", tw), partitions=_int(t.get("partitions", 1), tw, 1), replication_factor=rf))
+        topics.append(TopicSpec(name=_req(t, "name", tw), partitions=_int(t.get("partitions", 1), tw, 1),
+                                replication_factor=rf,
+                                configs=_configs(t.get("configs"), catalog, f"{tw} configs", topic=True)))
     zk = None
     if "zookeeper" in raw:
         z = raw["zookeeper"]
@@ -245,6 +287,8 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
     return ClusterSpec(
         name=name, profile=profile, brokers=tuple(brokers), topics=tuple(topics), controller_id=controller,
         zookeeper=zk, misrouted_to=raw.get("misrouted_to"), policy=policy, tls=tls, sasl=sasl, tags=tags,
+        configs=_configs(raw.get("configs"), catalog, f"{where} configs"),
+        dynamic_configs=_configs(raw.get("dynamic_configs"), catalog, f"{where} dynamic_configs", dynamic=True),
     )
 
 

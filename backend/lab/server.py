@@ -169,6 +169,9 @@ class _Connection:
         if key == P.API_METADATA:
             encoded = self.cluster.metadata_response(body, version, payload[_pos:])
             return P.response_frame(key, version, header.correlation_id, encoded)
+        if key == P.API_DESCRIBE_CONFIGS:
+            encoded = self.cluster.describe_configs_response(body, version, self.broker.id, payload[_pos:])
+            return P.response_frame(key, version, header.correlation_id, encoded)
         if key == P.API_DESCRIBE_CLUSTER:
             out = self.cluster.describe_cluster_body(body, version, self.broker.id)
         elif key == P.PUSH_CONFIG_API_KEY:

@@ -33,6 +33,9 @@ def render_rules_markdown() -> str:
         ("Placeholders: `{num:k}` is key k as a number, `{str:k}` its lower-cased string value. "
         "An instance rule fires only when every key it names was reported."),
         "",
+        ("The fleet rules (clusters, brokers, topics, and broker and topic configurations) are in "
+         "[fleet-rules.md](fleet-rules.md)."),
+        "",
         ("*Client versions* says which clients can report what a rule describes, checked against real "
         "Apache Kafka Java clients 2.8–4.4 built from their jars (`tests/clients/RealClients.java`: every "
         "release in `tests/integration/configs/test_rules_against_real_clients.py`, and the rules that fire on "

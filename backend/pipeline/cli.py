@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 
 from backend.config import configured_lake
 from backend.store.location import LAKE_HELP
@@ -29,17 +31,55 @@ def _settings(args: argparse.Namespace) -> tuple[str, str | None]:
     return configured_lake(args.lake, fleet_file=args.config), master
 
 
+STOPPED_EXIT = 143
+
+
+def _cancel_until(done: threading.Event, timeout_s: float = 10.0) -> None:
+    """Cancel the session's Spark jobs until the run has returned (Spark cancels only jobs already submitted)."""
+    from pyspark import SparkContext
+
+    deadline = time.monotonic() + timeout_s
+    while not done.is_set() and time.monotonic() < deadline:
+        context = SparkContext._active_spark_context
+        if context is not None:
+            try:
+                context.cancelAllJobs()
+            except Exception:  # noqa: BLE001 - a context going away ends the run anyway
+                return
+        done.wait(0.1)
+
+
 def run_analyze_command(args: argparse.Namespace) -> int:
-    """Run the analysis from parsed args; prints progress and a summary, returns the exit code."""
+    """Run the analysis from parsed args; prints progress and a summary, returns the exit code.
+
+    SIGTERM/SIGINT cancel the run's Spark jobs: state.json is written last, so the previous state stays
+    current and the next run does the work again (exit 143).
+    """
     from backend.pipeline.job import run_analysis
+    from backend.signals import stop_on_signals
 
     try:
         lake, master = _settings(args)
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    summary = run_analysis(lake, master=master, full=args.full, window_days=args.window_days,
-                           progress=lambda msg: print(f"  .. {msg}", flush=True), short_lived=True)
+    stopping, done = threading.Event(), threading.Event()
+
+    def on_stop(_signum: int) -> None:
+        stopping.set()  # py4j calls from a signal handler would share the main thread's connection: use a thread
+        threading.Thread(target=_cancel_until, args=(done,), name="analyze-cancel", daemon=True).start()
+
+    try:
+        with stop_on_signals(on_stop):
+            summary = run_analysis(lake, master=master, full=args.full, window_days=args.window_days,
+                                   progress=lambda msg: print(f"  .. {msg}", flush=True), short_lived=True)
+    except Exception:
+        if not stopping.is_set():
+            raise
+        print("analyze: stopped by a signal; the previous state stays current", file=sys.stderr)
+        return STOPPED_EXIT
+    finally:
+        done.set()
     alerts = ", ".join(f"{sev}: {summary.alerts_by_severity.get(sev, 0)}"
                        for sev in ("critical", "warning", "info"))
     mode = f"full: {summary.full_reason}" if summary.full else "incremental"

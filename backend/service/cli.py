@@ -6,7 +6,6 @@ import argparse
 import fcntl
 import logging
 import os
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -47,13 +46,6 @@ def _port(value: int | None, default: int, flag: str) -> int:
     return port
 
 
-def free_port(address: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (for a UI asked to run on port 0)."""
-    with socket.socket() as probe:
-        probe.bind((address, 0))
-        return int(probe.getsockname()[1])
-
-
 def plan_from_args(args: argparse.Namespace) -> ServicePlan:
     """Resolve the fleet file, lake, state directory and ports; raises FleetConfigError or ValueError."""
     config = Path(args.config or os.environ.get(ENV_FLEET) or DEFAULT_FLEET_FILE).resolve()
@@ -78,7 +70,7 @@ def plan_from_args(args: argparse.Namespace) -> ServicePlan:
         secrets=str(Path(args.secrets).resolve()) if args.secrets else None,
         ui=ui,
         ui_address=ui_address,
-        ui_port=_port(args.ui_port, service.ui_port, "--ui-port") or free_port(ui_address),
+        ui_port=_port(args.ui_port, service.ui_port, "--ui-port"),
         insecure_no_login=insecure,
         metrics_address=args.metrics_address or service.metrics_address,
         metrics_port=_port(args.metrics_port, service.metrics_port, "--metrics-port"),

@@ -17,6 +17,13 @@ _PR_SET_PDEATHSIG = 1
 LOG_MAX_BYTES = 20 * 1024 * 1024
 
 
+def free_port(address: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (for a UI asked to run on port 0)."""
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return int(probe.getsockname()[1])
+
+
 def _die_with_parent() -> None:
     # Runs in the child before exec: if the service itself is killed, the kernel sends SIGTERM.
     try:

@@ -169,3 +169,24 @@ def take_requests(state_dir: Path) -> list[str]:
         if job in REQUESTABLE:
             jobs.append(str(job))
     return jobs
+
+
+def service_for_lake(lake: str, environ: dict[str, str] | None = None) -> tuple[Path | None, dict[str, Any] | None]:
+    """(state directory, status) of the service running on this lake; status None when none runs.
+
+    The directory is $FLEETVIEW_SERVICE_DIR (set by serve for its UI), else <lake>/_state/service for a local lake.
+    A service running on another lake does not count.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        state_dir = Path(env[ENV_SERVICE_DIR]) if env.get(ENV_SERVICE_DIR) else default_state_dir(lake)
+    except ValueError:
+        return None, None
+    status = read_status(state_dir)
+    if status is None:
+        return state_dir, None
+    try:
+        same = parse_lake(str(status.get("lake") or "")).root == parse_lake(lake).root
+    except ValueError:
+        same = False
+    return state_dir, status if same else None

@@ -12,6 +12,7 @@ HTTP endpoint reads a snapshot under the lock. Every run's outcome lands in a Jo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -19,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +30,7 @@ from backend.auth.exposure import ui_environment
 from backend.config import Fleet
 from backend.service import status as st
 from backend.service.health import HealthServer, ServiceCollector, fetch_metrics
-from backend.service.procs import ChildProcess
+from backend.service.procs import ChildProcess, free_port
 from backend.service.status import JobRecord
 
 log = logging.getLogger("backend.service")
@@ -59,6 +61,8 @@ class ServicePlan:
     insecure_no_login: bool = False
     python: str = sys.executable
     out: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
+    banner: Callable[[Supervisor], None] | None = None  # replaces the default banner (the demo prints its own)
+    stop_event: threading.Event | None = None  # set by the caller to stop the service (the demo's signal handler)
 
 
 @dataclass
@@ -76,6 +80,7 @@ class Component:
     busy_since: float | None = None
     generation: int = 0
     replace_after_run: str | None = None  # why the child is replaced once idle (memory bound)
+    expected_exit: str | None = None  # set when the supervisor itself stopped the child to replace it
 
     @property
     def up(self) -> bool:
@@ -88,11 +93,43 @@ class Component:
         return self.up and (self.hello is not None or not self.child.with_channel)
 
 
+def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One line for several sources: the latest run, the latest success and error, summed run counts."""
+    if not records:
+        return {}
+    runs: dict[str, int] = {}
+    for record in records:
+        for outcome, n in record["runs"].items():
+            runs[outcome] = runs.get(outcome, 0) + n
+    started = [r for r in records if r["last_started_at"]]
+    latest = max(started, key=lambda r: r["last_started_at"]) if started else records[0]
+    successes = [r for r in records if r["last_success_at"]]
+    errors = [r for r in records if r["last_error_at"]]
+    newest_success = max(successes, key=lambda r: r["last_success_at"]) if successes else None
+    newest_error = max(errors, key=lambda r: r["last_error_at"]) if errors else None
+    due = [r["next_due_at"] for r in records if r["next_due_at"]]
+    return {
+        "runs": runs,
+        "running": any(r["running"] for r in records),
+        "last_started_at": latest["last_started_at"],
+        "last_outcome": latest["last_outcome"],
+        "last_duration_s": latest["last_duration_s"],
+        "last_success_at": newest_success["last_success_at"] if newest_success else None,
+        "age_s": newest_success["age_s"] if newest_success else None,
+        "last_error": f"{newest_error['name']}: {newest_error['last_error']}" if newest_error else None,
+        "last_error_at": newest_error["last_error_at"] if newest_error else None,
+        "next_due_at": min(due) if due else None,
+        "failing_sources": sorted(r["name"] for r in records if r["last_outcome"] == "error"),
+    }
+
+
 class Supervisor:
     """Runs the service until stop() (SIGTERM/SIGINT in `serve`)."""
 
     def __init__(self, plan: ServicePlan) -> None:
         """Prepare the components of plan (nothing starts before run())."""
+        if plan.ui and plan.ui_port == 0:
+            plan.ui_port = free_port(plan.ui_address)
         self.plan = plan
         self.settings = plan.fleet.settings
         self.service = plan.fleet.service
@@ -106,6 +143,15 @@ class Supervisor:
         self.records: dict[str, list[JobRecord]] = {job: [] for job in st.JOBS}
         self.poll_record = JobRecord("poll", "poll")
         self.records["poll"].append(self.poll_record)
+        now = time.time()
+        self.sources = {source.label: source for source in plan.fleet.client_configs}
+        self.source_records = {label: JobRecord("ingest", label, next_due_at=now) for label in self.sources}
+        self.records["ingest"].extend(self.source_records.values())
+        self.analyze_record = JobRecord("analyze", "analyze", next_due_at=now + self.service.analyze_interval_s)
+        self.records["analyze"].append(self.analyze_record)
+        self._first_analyze_pending = True
+        self._schedule_file = plan.state_dir / "schedule.json"
+        self.last_full_at = self._load_last_full(now)
         self.http: HealthServer | None = None
         self._build_components()
 
@@ -131,9 +177,39 @@ class Supervisor:
             ui = ChildProcess("ui", [self.plan.python, "-m", "streamlit", "run", str(APP),
                                      "--server.port", str(self.plan.ui_port), "--server.address", self.plan.ui_address,
                                      "--server.headless", "true", "--browser.gatherUsageStats", "false",
-                                     "--server.fileWatcherType", "none"],
+                                     "--server.fileWatcherType", "none",
+                                     *(["--server.baseUrlPath", self.service.ui_base_path.strip("/")]
+                                       if self.service.ui_base_path.strip("/") else [])],
                               self.logs / "ui.log", env=ui_env, cwd=PACKAGE_ROOT)
             self.components["ui"] = Component("ui", ui)
+        if self.sources:
+            ingest = ChildProcess("ingest", self._worker_cmd("ingest"), self.logs / "ingest.log", env=env,
+                                  cwd=PACKAGE_ROOT, with_channel=True, term_leader_only=True)
+            self.components["ingest"] = Component("ingest", ingest)
+        if self.plan.analyze:
+            analyze = ChildProcess("analyze", self._worker_cmd("analyze"), self.logs / "analyze.log", env=env,
+                                   cwd=PACKAGE_ROOT, with_channel=True, term_leader_only=True)
+            self.components["analyze"] = Component("analyze", analyze)
+
+    def _load_last_full(self, now: float) -> float:
+        """When the last full analysis ran (schedule.json); a first start counts as one (a first run is full anyway)."""
+        try:
+            value = json.loads(self._schedule_file.read_text(encoding="utf-8")).get("last_full_analyze")
+            if isinstance(value, int | float):
+                return float(value)
+        except (OSError, ValueError, AttributeError):
+            pass
+        self._save_last_full(now)
+        return now
+
+    def _save_last_full(self, at: float) -> None:
+        try:
+            self._schedule_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._schedule_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"last_full_analyze": at}), encoding="utf-8")
+            os.replace(tmp, self._schedule_file)
+        except OSError as exc:
+            log.error("schedule not saved to %s: %s", self._schedule_file, exc)
 
     def _start(self, component: Component) -> None:
         component.hello = None
@@ -172,13 +248,17 @@ class Supervisor:
         try:
             for component in self.components.values():
                 self._start(component)
-            self._banner()
+            (self.plan.banner or Supervisor._banner)(self)
             last_status = last_rotate = 0.0
             while not self._stop.is_set():
+                if self.plan.stop_event is not None and self.plan.stop_event.is_set():
+                    break
                 self._drain_events(timeout_s=0.25)
                 now = time.monotonic()
                 self._check_children(now)
                 self._take_requests()
+                with self._lock:
+                    self._schedule(time.time())
                 if now - last_status >= 1.0:
                     self._write_status()
                     last_status = now
@@ -196,6 +276,13 @@ class Supervisor:
         out(f"fleetview serve: {len(self.plan.fleet.clusters)} clusters from {self.plan.fleet_file}, lake {self.plan.lake}")
         poll = self.components["poll"]
         out(f"  poller: every {self.poll_interval_s:g}s, pid {poll.child.pid}, log {poll.child.log}")
+        if "ingest" in self.components:
+            for label, source in self.sources.items():
+                out(f"  ingest: {label} ({source.kind} {source.location}) every {source.interval_s:g}s")
+        if "analyze" in self.components:
+            full = self.service.full_analyze_interval_s
+            out(f"  analyze: warm Spark driver, refresh every {self.service.analyze_interval_s:g}s"
+                + (f", full run every {full:g}s" if full else "") + f", log {self.components['analyze'].child.log}")
         if "ui" in self.components:
             ui = self.components["ui"]
             out(f"  ui: http://{self._display_host(self.plan.ui_address)}:{self.plan.ui_port}  (pid {ui.child.pid}, log {ui.child.log})")
@@ -228,9 +315,12 @@ class Supervisor:
         with self._lock:
             if event == "hello":
                 component.hello = message
-                component.quick_failures = 0 if name == "ui" else component.quick_failures
             elif name == "poll":
                 self._poll_event(event, message, at)
+            elif name == "ingest":
+                self._ingest_event(component, event, message, at)
+            elif name == "analyze":
+                self._analyze_event(component, event, message, at)
 
     def _poll_event(self, event: Any, message: dict[str, Any], at: float) -> None:
         record = self.poll_record
@@ -243,6 +333,82 @@ class Supervisor:
             record.next_due_at = (record.last_started_at or at) + self.poll_interval_s
             self.components["poll"].quick_failures = 0
 
+    def _ingest_event(self, component: Component, event: Any, message: dict[str, Any], at: float) -> None:
+        record = self.source_records.get(str(message.get("source")))
+        if record is None:
+            return
+        if event == "start":
+            record.started(at)
+        elif event == "done":
+            detail = message.get("detail") if isinstance(message.get("detail"), dict) else None
+            record.finished(str(message.get("outcome") or "error"), message.get("duration_s"), message.get("error"), at,
+                            detail)
+            source = self.sources[record.name]
+            record.next_due_at = max(at, (record.last_started_at or at) + source.interval_s)
+            component.busy = component.busy_since = None
+            component.quick_failures = 0
+
+    def _analyze_event(self, component: Component, event: Any, message: dict[str, Any], at: float) -> None:
+        record = self.analyze_record
+        if event == "hello":
+            return
+        if event == "start":
+            record.started(at)
+            record.next_due_at = None
+            return
+        if event != "done":
+            return
+        raw = message.get("detail")
+        detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        outcome = str(message.get("outcome") or "error")
+        record.finished(outcome, message.get("duration_s"), message.get("error"), at, detail)
+        record.next_due_at = at + self.service.analyze_interval_s
+        component.busy = component.busy_since = None
+        component.quick_failures = 0
+        if outcome == "ok" and detail.get("full"):
+            self.last_full_at = at
+            self._save_last_full(at)
+        rss = detail.get("rss_bytes")
+        bound = self.service.analyze_max_rss_mb * 1024 * 1024
+        if isinstance(rss, int | float) and rss > bound:
+            component.replace_after_run = (f"replaced: the Spark driver's memory {rss / 2**20:.0f} MiB passed "
+                                           f"analyze_max_rss_mb={self.service.analyze_max_rss_mb}")
+
+    def _schedule(self, now: float) -> None:
+        """Send the runs that are due to idle workers (one run per worker at a time)."""
+        ingest = self.components.get("ingest")
+        if ingest is not None and ingest.ready and ingest.busy is None:
+            due = [r for r in self.source_records.values() if r.next_due_at is not None and r.next_due_at <= now]
+            if due:
+                record = min(due, key=lambda r: r.next_due_at or now)
+                self._send_run(ingest, {"source": record.name})
+                record.next_due_at = None
+        analyze = self.components.get("analyze")
+        if analyze is None or not analyze.ready or analyze.busy is not None:
+            return
+        if analyze.replace_after_run and analyze.expected_exit is None:
+            analyze.expected_exit = analyze.replace_after_run
+            analyze.replace_after_run = None
+            log.warning("analyze: %s", analyze.expected_exit)
+            analyze.child.terminate()
+            return
+        record = self.analyze_record
+        if self._first_analyze_pending and self.poll_record.last_success_at is not None and all(
+                r.last_finished_at is not None for r in self.source_records.values()):
+            record.next_due_at = now  # the first run sees the first poll's brokers and every source's first data
+        if record.next_due_at is None or record.next_due_at > now:
+            return
+        interval = self.service.full_analyze_interval_s
+        full = interval > 0 and now - self.last_full_at >= interval
+        self._first_analyze_pending = False
+        self._send_run(analyze, {"full": full})
+        record.next_due_at = None
+
+    def _send_run(self, component: Component, fields: dict[str, Any]) -> None:
+        request = {"op": "run", "id": uuid.uuid4().hex, **fields}
+        if component.child.channel is not None and component.child.channel.send(request):
+            component.busy, component.busy_since = request, time.monotonic()
+
     def _check_children(self, now: float) -> None:
         for component in self.components.values():
             child = component.child
@@ -253,9 +419,25 @@ class Supervisor:
                         component.restarts += 1
                     self._start(component)
                 continue
-            if child.proc is None or child.running():
+            if child.proc is None:
+                continue
+            if child.running():
+                if component.busy_since is not None and now - component.busy_since > self.service.job_timeout_s:
+                    log.error("%s: the run took longer than job_timeout_s=%gs; replacing the worker", component.name,
+                              self.service.job_timeout_s)
+                    component.busy_since = None
+                    child.kill_group()
                 continue
             code = child.proc.returncode
+            if component.expected_exit is not None:
+                component.last_exit = component.expected_exit
+                component.expected_exit = None
+                child.kill_group()
+                child.close_channel()
+                with self._lock:
+                    component.restarts += 1
+                self._start(component)
+                continue
             ran_s = now - child.started_at
             tail = child.tail(8)
             component.last_exit = f"exited with code {code} after {ran_s:.0f}s"
@@ -273,8 +455,21 @@ class Supervisor:
     def _abandon_run(self, component: Component, why: str) -> None:
         """A worker died: its run in progress (if any) ends as an error."""
         at = time.time()
-        if component.name == "poll" and self.poll_record.running_since is not None:
-            self.poll_record.finished("error", at - self.poll_record.running_since, why, at)
+        running = {"poll": [self.poll_record], "ingest": list(self.source_records.values()),
+                   "analyze": [self.analyze_record]}.get(component.name, [])
+        for record in running:
+            if record.running_since is not None:
+                record.finished("error", at - record.running_since, why, at)
+                if record.job == "ingest":
+                    record.next_due_at = at + self.sources[record.name].interval_s
+                elif record.job == "analyze":
+                    record.next_due_at = at + self.service.analyze_interval_s
+        if component.busy is not None and component.name == "ingest":
+            pending = self.source_records.get(str(component.busy.get("source")))
+            if pending is not None and pending.next_due_at is None:
+                pending.next_due_at = at + self.sources[pending.name].interval_s
+        if component.busy is not None and component.name == "analyze" and self.analyze_record.next_due_at is None:
+            self.analyze_record.next_due_at = at + self.service.analyze_interval_s
         component.busy = component.busy_since = None
 
     def _take_requests(self) -> None:
@@ -284,10 +479,19 @@ class Supervisor:
 
     def run_now(self, job: str) -> None:
         """Run a job as soon as its worker is free (poll: at once)."""
-        if job == "poll":
-            poll = self.components["poll"]
-            if poll.child.channel is not None:
-                poll.child.channel.send({"op": "run", "id": uuid.uuid4().hex})
+        now = time.time()
+        with self._lock:
+            if job == "poll":
+                poll = self.components["poll"]
+                if poll.child.channel is not None:
+                    poll.child.channel.send({"op": "run", "id": uuid.uuid4().hex})
+            elif job == "analyze" and "analyze" in self.components:
+                if self.analyze_record.running_since is None:
+                    self.analyze_record.next_due_at = now
+            elif job == "ingest":
+                for record in self.source_records.values():
+                    if record.running_since is None:
+                        record.next_due_at = now
 
     # ------------------------------------------------------------------ status, readiness, metrics
 
@@ -315,7 +519,22 @@ class Supervisor:
                     entry.update(self.poll_record.to_json(now))
                     entry["interval_s"] = self.poll_interval_s
                 elif name == "ui":
-                    entry["url"] = f"http://{self._display_host(self.plan.ui_address)}:{self.plan.ui_port}"
+                    base = self.service.ui_base_path.strip("/")
+                    entry["url"] = (f"http://{self._display_host(self.plan.ui_address)}:{self.plan.ui_port}/"
+                                    + (f"{base}/" if base else ""))
+                elif name == "ingest":
+                    entry.update(_summary([r.to_json(now) for r in self.source_records.values()]))
+                    entry["sources"] = {label: {**r.to_json(now), "kind": self.sources[label].kind,
+                                                "interval_s": self.sources[label].interval_s}
+                                        for label, r in self.source_records.items()}
+                elif name == "analyze":
+                    entry.update(self.analyze_record.to_json(now))
+                    entry["interval_s"] = self.service.analyze_interval_s
+                    full_every = self.service.full_analyze_interval_s
+                    entry["last_full_at"] = st.iso(self.last_full_at)
+                    entry["next_full_at"] = st.iso(self.last_full_at + full_every) if full_every else None
+                    rss = self.analyze_record.detail.get("rss_bytes") or (component.hello or {}).get("rss_bytes")
+                    entry["rss_mb"] = round(rss / 2**20, 1) if isinstance(rss, int | float) else None
                 components[name] = entry
             return {
                 "pid": os.getpid(),
@@ -336,7 +555,8 @@ class Supervisor:
 
     def _metrics_snapshot(self) -> tuple[dict[str, list[JobRecord]], dict[str, tuple[bool, int]]]:
         with self._lock:
-            records = {job: [JobRecord(**vars(r)) for r in rs] for job, rs in self.records.items()}
+            records = {job: [JobRecord(**{**vars(r), "runs": Counter(r.runs), "detail": {}}) for r in rs]
+                       for job, rs in self.records.items()}
             components = {name: (c.up, c.restarts) for name, c in self.components.items()}
         return records, components
 
@@ -372,4 +592,6 @@ class Supervisor:
             st.write_status(self.plan.state_dir, status)
         except OSError:
             pass
-        self.plan.out(f"fleetview serve: stopped {len(self.components)} processes in {time.monotonic() - started:.1f}s")
+        if self.plan.banner is None:
+            self.plan.out(f"fleetview serve: stopped {len(self.components)} processes in "
+                          f"{time.monotonic() - started:.1f}s")

@@ -22,6 +22,9 @@ from backend.signals import stop_on_signals
 from backend.store.location import resolve_lake
 
 log = logging.getLogger("backend.service.worker")
+# A stop that has not ended the process after this long exits at once (the supervisor SIGKILLs at 12 s):
+# every write path commits last (poll status rows, ingest progress, the pipeline's state.json).
+HARD_EXIT_S = 10.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,9 +75,17 @@ class Worker:
         threading.Thread(target=loop, name=f"{self.job}-channel", daemon=True).start()
 
     def request_stop(self) -> None:
-        """Stop after the run in progress."""
+        """Stop after the run in progress (at the latest HARD_EXIT_S from now)."""
+        if not self.stop.is_set():
+            threading.Thread(target=self._watchdog, name=f"{self.job}-stop-watchdog", daemon=True).start()
         self.stop.set()
         self.wake.set()
+
+    def _watchdog(self) -> None:
+        time.sleep(HARD_EXIT_S)
+        log.error("%s worker: still running %.0fs after the stop request; exiting now", self.job, HARD_EXIT_S)
+        logging.shutdown()
+        os._exit(3)
 
     def next_request(self, timeout_s: float) -> dict[str, Any] | None:
         """The next run request, waiting up to timeout_s (None on timeout or stop)."""
@@ -150,8 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     with stop_on_signals(lambda _signum: worker.request_stop()):
         if args.job == "poll":
             return run_poll_worker(worker, fleet, lake, args.interval)
-        print(f"error: worker {args.job} is not implemented yet", file=sys.stderr)
-        return 2
+        if args.job == "ingest":
+            from backend.service.ingest_worker import run_ingest_worker
+
+            return run_ingest_worker(worker, fleet, lake)
+        from backend.service.driver import run_analyze_worker
+
+        return run_analyze_worker(worker, lake, args.master or fleet.settings.spark_master)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from backend.store import state
+from backend.store import config_state, state
 from backend.store.incidents import IncidentTracker
 from backend.store.lake import Lake, LakeError, _to_table
 from backend.store.migrate import migrate_v1, needs_migration
-from backend.store.model import Alert, ClusterSnapshot, FleetPoll, TopicSnapshot
+from backend.store.model import Alert, ClusterSnapshot, ConfigSnapshot, FleetPoll, TopicSnapshot
 from backend.store.schemas import (
     BROKER_SNAPSHOTS,
     CHANGES,
@@ -105,6 +105,18 @@ def _dumps(value: Mapping[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(dict(value), sort_keys=True, default=str)
 
 
+def change_row(poll: FleetPoll, s: ClusterSnapshot, entity: str, kind: str, subject: str, before: Any,
+               after: Any) -> dict[str, Any]:
+    """One row of the change log."""
+    name = s.cluster_name
+    return {
+        "change_id": hashlib.sha1(f"{poll.poll_id}\x1f{name}\x1f{entity}\x1f{kind}\x1f{subject}".encode()).hexdigest()[:20],
+        "poll_id": poll.poll_id, "seen_at": poll.polled_at, "cluster_name": name,
+        "cluster_id": s.cluster_id, "entity": entity, "kind": kind, "subject": subject,
+        "before_json": _dumps(before), "after_json": _dumps(after), "schema_version": SCHEMA_VERSION,
+    }
+
+
 def _topic_dict(topics: list[TopicSnapshot]) -> dict[str, tuple[Any, ...]]:
     return {
         t.topic: (t.topic_id, t.zk_topic_id, t.partitions, t.replication_factor, t.internal, t.under_replicated,
@@ -127,6 +139,7 @@ class FleetWriter:
             migrate_v1_if_needed(lake)
         self.manifest = state.read_manifest(lake) or state.new_manifest()
         self.memory: dict[str, ClusterMemory] = _memory_from_state(lake, self.manifest)
+        self.configs: dict[str, ConfigSnapshot] = _configs_from_state(lake, self.manifest)
         self.incidents = IncidentTracker(lake, flush_interval_s=flush_interval_s)
         self._last_compact: datetime | None = None
         self._polls_since_compact = 0
@@ -144,6 +157,9 @@ class FleetWriter:
                 continue
             try:
                 cluster_changes, tables, memory = self._diff(poll, snapshot)
+                config_changes, config_tables = self._diff_configs(poll, snapshot)
+                cluster_changes += config_changes
+                tables.update(config_tables)
                 for kind, table in tables.items():
                     _to_table(state.STATE_TABLES[kind], table, schema_for(state.STATE_TABLES[kind]))
                 if cluster_changes:
@@ -155,6 +171,8 @@ class FleetWriter:
             if tables:
                 updates[snapshot.cluster_name] = tables
             self.memory[snapshot.cluster_name] = memory
+            if snapshot.configs is not None:
+                self.configs[snapshot.cluster_name] = snapshot.configs
         if changes:
             self.lake.write(CHANGES, changes, poll_id=poll.poll_id)
         if updates:
@@ -197,6 +215,7 @@ class FleetWriter:
                  self.lake.location, self.manifest.get("generation"), current.get("generation"))
         self.manifest = current
         self.memory = _memory_from_state(self.lake, current)
+        self.configs = _configs_from_state(self.lake, current)
         self.incidents = IncidentTracker(self.lake, flush_interval_s=self.incidents.flush_interval_s)
 
     def _status_row(self, poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
@@ -221,12 +240,7 @@ class FleetWriter:
         changes: list[dict[str, Any]] = []
 
         def change(entity: str, kind: str, subject: str, before: Any, after: Any) -> None:
-            changes.append({
-                "change_id": hashlib.sha1(f"{poll.poll_id}\x1f{name}\x1f{entity}\x1f{kind}\x1f{subject}".encode()).hexdigest()[:20],
-                "poll_id": poll.poll_id, "seen_at": poll.polled_at, "cluster_name": name,
-                "cluster_id": s.cluster_id, "entity": entity, "kind": kind, "subject": subject,
-                "before_json": _dumps(before), "after_json": _dumps(after), "schema_version": SCHEMA_VERSION,
-            })
+            changes.append(change_row(poll, s, entity, kind, subject, before, after))
 
         cluster = {f: v for f, v in status_row(poll, _no_topics(s)).items() if f in CLUSTER_FIELDS}
         brokers = {b.broker_id: {f: getattr(b, f) for f in BROKER_FIELDS} for b in s.brokers}
@@ -306,9 +320,25 @@ class FleetWriter:
             tables[kind] = _state_table(kind, poll, s, memory)
         return changes, tables, memory
 
+    def _diff_configs(self, poll: FleetPoll, s: ClusterSnapshot) -> tuple[list[dict[str, Any]], dict[str, pa.Table]]:
+        """Change rows and state tables of a freshly collected configuration (nothing when it is the stored one)."""
+        new = s.configs
+        prev = self.configs.get(s.cluster_name)
+        if new is None or new is prev:
+            return [], {}
+        if prev is not None and new.collected_at < prev.collected_at:
+            return [], {}  # another writer (a `poll --once` job) stored a newer read: never go back to an older one
+        tables = {"config_runs": config_state.runs_table(poll.poll_id, poll.polled_at, s.cluster_name, s.cluster_id, new)}
+        if prev is not None and new.brokers == prev.brokers and new.topics == prev.topics:
+            return [], tables
+        found = config_state.diff(prev, new, s.cluster_name, (t.topic for t in s.topics))
+        rows = [change_row(poll, s, "config", kind, subject, before, after) for kind, subject, before, after in found]
+        tables["configs"] = config_state.state_table(poll.poll_id, poll.polled_at, s.cluster_name, s.cluster_id, new)
+        return rows, tables
+
     def state_tables(self) -> dict[str, pa.Table]:
         """The whole current state from memory (for checkpoints)."""
-        parts: dict[str, list[pa.Table]] = {k: [] for k in state.KINDS}
+        parts: dict[str, list[pa.Table]] = {k: [] for k in state.CHECKPOINTED}
         for name in sorted(self.memory):
             tables = state.read_state(self.lake, "clusters", name, self.manifest)
             parts["clusters"].append(tables)
@@ -406,6 +436,13 @@ def _memory_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, Clu
         if z["cluster_name"] in out:
             out[z["cluster_name"]].zk[z["path"]] = z["value"]
     return out
+
+
+def _configs_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, ConfigSnapshot]:
+    if not any(entry.get("config_runs") for entry in manifest.get("clusters", {}).values()):
+        return {}
+    return config_state.snapshots_from_tables(state.read_state(lake, "configs", manifest=manifest),
+                                              state.read_state(lake, "config_runs", manifest=manifest))
 
 
 def migrate_v1_if_needed(lake: Lake) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 STATUSES = ("ok", "degraded", "down", "auth_failed", "misrouted")
 NO_DATA_STATUSES = frozenset({"down", "auth_failed"})
@@ -47,6 +47,33 @@ class TopicSnapshot:
     offline_partitions: int = 0
 
 
+class ConfigValue(NamedTuple):
+    """One broker config or topic override as stored; value is None when unset or withheld."""
+
+    value: str | None
+    source: str  # Kafka's ConfigSource name: DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, ...
+    read_only: bool = False
+    sensitive: bool = False  # the broker marks it sensitive
+    config_type: str | None = None
+    withheld: str | None = None  # why the value is not kept: sensitive, password_type, key_rule, credential_shape, ...
+
+
+@dataclass(slots=True)
+class ConfigSnapshot:
+    """A cluster's configuration as last read with DescribeConfigs: every broker's configs, each topic's overrides.
+
+    A new object per collection (never mutated after): polls in between carry the same object, so an
+    unchanged configuration costs the writer and the checks an identity test.
+    """
+
+    collected_at: datetime
+    brokers: dict[int, dict[str, ConfigValue]] = field(default_factory=dict)
+    topics: dict[str, dict[str, ConfigValue]] = field(default_factory=dict)  # overrides only (DYNAMIC_TOPIC_CONFIG)
+    version: int | None = None  # DescribeConfigs version spoken
+    errors: dict[str, str] = field(default_factory=dict)  # what could not be read ("broker 2", "topics"): kept as before
+    duration_ms: float = 0.0
+
+
 @dataclass(slots=True)
 class ClusterSnapshot:
     """One cluster in one poll: status row plus its brokers, topics and ZooKeeper nodes."""
@@ -65,6 +92,7 @@ class ClusterSnapshot:
     zk_nodes: list[tuple[str, str]] = field(default_factory=list)
     missing_broker_ids: list[int] = field(default_factory=list)
     duration_ms: float = 0.0
+    configs: ConfigSnapshot | None = None  # the last collected configuration (None: never read, or collection off)
 
     @property
     def has_data(self) -> bool:

@@ -681,7 +681,7 @@ def fleet_state_at(lake: LakeLike, at: datetime) -> FleetState:
     at = at.astimezone(UTC)
     days = [d for d in state.checkpoint_days(lk) if d <= at.date().isoformat()]
     base_at: datetime | None = None
-    tables: dict[str, pa.Table] = {k: state.empty_state(k) for k in state.KINDS}
+    tables: dict[str, pa.Table] = {k: state.empty_state(k) for k in state.CHECKPOINTED}
     for day in reversed(days):
         when, read = state.read_checkpoint(lk, day)
         if when <= at:

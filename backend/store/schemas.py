@@ -148,6 +148,43 @@ SCHEMAS[INCIDENTS] = pa.schema(
     ]
 )
 
+# Broker configs and topic overrides (DescribeConfigs): one state file per cluster, no day table.
+CONFIG_STATE = "config_state"
+CONFIG_RUNS = "config_runs"
+SCHEMAS[CONFIG_STATE] = pa.schema(
+    [
+        ("poll_id", pa.string()),  # the poll that last rewrote this cluster's configs
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("resource_type", pa.string()),  # broker / topic
+        ("resource", pa.string()),  # broker id or topic name
+        ("config_name", pa.string()),
+        ("value", pa.string()),  # null when unset, or withheld
+        ("source", pa.string()),  # Kafka's ConfigSource name, e.g. STATIC_BROKER_CONFIG
+        ("read_only", pa.bool_()),
+        ("is_sensitive", pa.bool_()),  # the broker marks the config sensitive
+        ("config_type", pa.string()),
+        ("withheld", pa.string()),  # why the value is not stored: sensitive / password_type / key_rule / ...
+        ("schema_version", pa.int32()),
+    ]
+)
+SCHEMAS[CONFIG_RUNS] = pa.schema(
+    [
+        ("poll_id", pa.string()),
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("collected_at", _TS),
+        ("describe_configs_version", pa.int32()),
+        ("brokers", pa.int32()),  # brokers whose configs are held
+        ("topics_with_overrides", pa.int32()),
+        ("error", pa.string()),  # what this collection could not read (the last known values are kept)
+        ("duration_ms", pa.float64()),
+        ("schema_version", pa.int32()),
+    ]
+)
+
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
 # Written by schema version 1 only; read by the migration and removed by retention.
 LEGACY_TABLES: tuple[str, ...] = (BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS)
@@ -159,7 +196,11 @@ STATE_TABLES: dict[str, str] = {
     "brokers": BROKER_SNAPSHOTS,
     "topics": TOPIC_SNAPSHOTS,
     "zk_nodes": ZK_SNAPSHOTS,
+    "configs": CONFIG_STATE,
+    "config_runs": CONFIG_RUNS,
 }
+# The kinds a daily checkpoint holds (the base `fleet_state_at` replays the change log onto).
+CHECKPOINT_KINDS: tuple[str, ...] = ("clusters", "brokers", "topics", "zk_nodes")
 
 
 def schema_for(table: str) -> pa.Schema:

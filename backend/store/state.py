@@ -25,12 +25,13 @@ import pyarrow.parquet as pq
 
 from backend.store.atomic import read_json, write_json_atomic, write_parquet_atomic
 from backend.store.lake import Lake
-from backend.store.schemas import INCIDENTS, LAYOUT_VERSION, STATE_TABLES, schema_for
+from backend.store.schemas import CHECKPOINT_KINDS, INCIDENTS, LAYOUT_VERSION, STATE_TABLES, schema_for
 from backend.store.stats import count_read
 
 MANIFEST = "state.json"
 OPEN_INCIDENTS = "incidents_open.parquet"
 KINDS: tuple[str, ...] = tuple(STATE_TABLES)
+CHECKPOINTED: tuple[str, ...] = CHECKPOINT_KINDS
 
 
 def cluster_key(cluster_name: str) -> str:
@@ -161,7 +162,7 @@ def write_open_incidents(lake: Lake, table: pa.Table) -> None:
 
 def write_checkpoint(lake: Lake, day: str, tables: Mapping[str, pa.Table], at: datetime) -> None:
     """Write a checkpoint of the whole current state (checkpoint.json last, as its commit)."""
-    for kind in KINDS:
+    for kind in CHECKPOINTED:
         table = tables.get(kind, empty_state(kind))
         write_parquet_atomic(lake.where, lake.state_dir("checkpoints", day, f"{kind}.parquet"), table)
     write_json_atomic(lake.where, lake.state_dir("checkpoints", day, "checkpoint.json"), {"at": at.isoformat()})
@@ -182,7 +183,8 @@ def read_checkpoint(lake: Lake, day: str) -> tuple[datetime, dict[str, pa.Table]
     """Read a checkpoint: its time and its tables."""
     meta = read_json(lake.where, lake.state_dir("checkpoints", day, "checkpoint.json")) or {}
     at = datetime.fromisoformat(meta["at"])
-    tables = {kind: _read_paths(lake, kind, [lake.state_dir("checkpoints", day, f"{kind}.parquet")]) for kind in KINDS}
+    tables = {kind: _read_paths(lake, kind, [lake.state_dir("checkpoints", day, f"{kind}.parquet")])
+              for kind in CHECKPOINTED}
     return at, tables
 
 

@@ -390,6 +390,11 @@ CHANGE_LABELS = {
     "controller_changed": "controller moved",
     "cluster_id_changed": "cluster id changed",
     "zk_cluster_id_changed": "ZooKeeper cluster id changed",
+    "config_set": "config set",
+    "config_changed": "config changed",
+    "config_removed": "config removed",
+    "broker_configs_first_seen": "broker configs first read",
+    "broker_configs_gone": "broker configs gone",
 }
 _CHANGE_FIELD = {"topic": "topic_id", "topic_partitions_changed": "partitions", "topic_rf_changed": "replication_factor",
                  "broker_address_changed": "host", "controller_changed": "controller_id", "cluster_id_changed":
@@ -400,6 +405,11 @@ def _side(text: object, kind: str, entity: str) -> str:
     if not isinstance(text, str) or not text:
         return ""
     row = json.loads(text)
+    if entity == "config":
+        if "name" not in row:
+            return f"{row.get('configs', '')} configs" if "configs" in row else ""
+        shown = f"(withheld: {row['withheld']})" if row.get("withheld") else str(row.get("value"))
+        return f"{shown} [{row.get('source')}]"
     if entity == "broker" and kind == "broker_version_changed":
         return software_label(pd.Series(row))
     field = _CHANGE_FIELD.get(kind) or _CHANGE_FIELD.get(entity, "")

@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from backend.store import readers
+from backend.store import config_readers, readers
 from backend.store.config_schemas import RESULT_TABLES, arrow_schema
 from backend.store.lake import Lake
 from backend.store.schemas import schema_for
@@ -101,6 +101,16 @@ def known_clusters(location: str) -> pd.DataFrame:
 def poll_history(location: str, cluster: str | None = None) -> pd.DataFrame:
     """cluster_snapshots rows over time, oldest first."""
     return readers.poll_history(location, cluster)
+
+
+def broker_configs(location: str, clusters: Iterable[str]) -> pd.DataFrame:
+    """Stored broker configs and topic overrides of the clusters asked for (one state file each)."""
+    return config_readers.latest_configs(location, list(clusters))
+
+
+def config_runs(location: str, clusters: Iterable[str]) -> pd.DataFrame:
+    """When each of the clusters asked for had its configs read, and what could not be."""
+    return config_readers.config_runs(location, list(clusters))
 
 
 def version_timeline(location: str) -> pd.DataFrame:

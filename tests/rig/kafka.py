@@ -174,7 +174,9 @@ class KafkaKraftCluster:
     """An Apache Kafka 4.x KRaft cluster of combined broker+controller nodes.
 
     Each node has a PLAINTEXT listener and a SASL_SSL listener with SCRAM-SHA-256
-    and SCRAM-SHA-512 users created at format time.
+    and SCRAM-SHA-512 users created at format time. The SASL_SSL listener's JAAS lines carry a
+    planted password (`listener_password`, unused by the server-side SCRAM login) that tests look
+    for in everything the product writes: the broker reports the config as sensitive.
     """
 
     workdir: Path
@@ -184,6 +186,7 @@ class KafkaKraftCluster:
     cluster_id: str = field(default_factory=new_cluster_id)
     scram_user: str = "fleetview"
     scram_password: str = field(default_factory=lambda: "pw-" + secrets.token_urlsafe(12), repr=False)
+    listener_password: str = field(default_factory=lambda: "planted-" + secrets.token_urlsafe(12), repr=False)
     tls: TlsFiles | None = None
 
     @property
@@ -212,7 +215,8 @@ class KafkaKraftCluster:
         ids = list(range(1, self.size + 1))
         ports = {i: (free_port(), free_port(), free_port()) for i in ids}
         voters = ",".join(f"{i}@127.0.0.1:{ports[i][2]}" for i in ids)
-        jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                f'username="fleetview-listener" password="{self.listener_password}";')
         for i in ids:
             port, sasl_port, ctrl_port = ports[i]
             node_dir = self.workdir / f"node-{i}"
@@ -331,6 +335,16 @@ def _wait_for_metadata(bootstrap: str, expected_brokers: int, procs: list[JavaPr
         time.sleep(0.5)
     tails = "\n".join(f"--- {p.name}\n{log_tail(p.log, 30)}" for p in procs)
     raise RigError(f"cluster at {bootstrap} not ready in {START_TIMEOUT_S:.0f}s ({last_error}):\n{tails}")
+
+
+def config_command(version: str, bootstrap: str, *args: str, timeout_s: float = 120.0) -> str:
+    """Run the real kafka-configs tool (kafka.admin.ConfigCommand from the rig's jars); return its stdout."""
+    cmd = ["java", "-Xmx256m", "-cp", _classpath(version), "kafka.admin.ConfigCommand",
+           "--bootstrap-server", bootstrap, *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if result.returncode != 0:
+        raise RigError(f"kafka-configs {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result.stdout
 
 
 def java_available() -> bool:

@@ -13,7 +13,14 @@ import pytest
 from backend.collect.checks import run_checks
 from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, new_poll_id, poll_id_time
-from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
+from backend.store.model import (
+    BrokerSnapshot,
+    ClusterSnapshot,
+    ConfigSnapshot,
+    ConfigValue,
+    FleetPoll,
+    TopicSnapshot,
+)
 from tests.conftest import StreamlitServer, page_errors, wait_for_streamlit
 
 EVIL = "evil.invalid"
@@ -37,9 +44,19 @@ def _hostile_lake(root: Path) -> Path:
                    for i in range(3)]
         topics = [TopicSnapshot(f"t{i} {HOSTILE[i % 4]}", f"ID{i}{round_no}", partitions=3, replication_factor=3)
                   for i in range(4)]
-        clusters = [ClusterSnapshot("prod", "degraded", at, poll_id, cluster_id=f"CID {LINK}", controller_id=1,
+        # Broker config values, a topic override and a read error the brokers control (config names are
+        # checked against a name pattern by the collector; values are not).
+        configs = ConfigSnapshot(
+            collected_at=at,
+            brokers={b.broker_id: {"log.retention.hours": ConfigValue(HOSTILE[(b.broker_id + round_no) % 4],
+                                                                      "STATIC_BROKER_CONFIG"),
+                                   "message.max.bytes": ConfigValue(HOSTILE[1], "DYNAMIC_BROKER_CONFIG")}
+                     for b in brokers},
+            topics={topics[0].topic: {"cleanup.policy": ConfigValue(HOSTILE[2], "DYNAMIC_TOPIC_CONFIG")}},
+            errors={"broker 3": HOSTILE[0]}, version=4)
+        clusters = [ClusterSnapshot(name, "degraded", at, poll_id, cluster_id=f"CID {LINK} {name}", controller_id=1,
                                     error=f"broker 3 unreachable: {HOSTILE[0]} {HOSTILE[2]}", brokers=brokers,
-                                    topics=topics)]
+                                    topics=topics, configs=configs) for name in ("prod", "prod-b")]
         writer.write(FleetPoll(poll_id, at, clusters, run_checks(previous, clusters), 1.0))
         previous = {c.cluster_name: c for c in clusters}
     writer.close(start + timedelta(minutes=2))
@@ -62,7 +79,7 @@ def _injected(page: Any) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("path", ["", "cluster", "cluster?cluster=" + urllib.parse.quote(f"nope {LINK} {IMAGE}"),
-                                  "alerts"])
+                                  "alerts", "compare"])
 def test_hostile_strings_render_as_text(hostile_server: StreamlitServer, page: Any, path: str) -> None:
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url)
@@ -78,3 +95,7 @@ def test_hostile_strings_render_as_text(hostile_server: StreamlitServer, page: A
         assert "upgrade now" in text  # still shown, as text
         if "?cluster=" in path:
             assert "is not in the lake" in text
+        else:  # the broker configs were drawn, with the brokers' read error as text
+            assert "could not read (last known values kept)" in text and "Topic overrides" in text
+    if path == "compare":
+        assert "configs differ; differences first" in page.inner_text("body")

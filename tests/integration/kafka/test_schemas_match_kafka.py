@@ -22,6 +22,7 @@ MESSAGES = {
     P.API_DESCRIBE_CLUSTER: "DescribeCluster",
     P.API_SASL_HANDSHAKE: "SaslHandshake",
     P.API_SASL_AUTHENTICATE: "SaslAuthenticate",
+    P.API_DESCRIBE_CONFIGS: "DescribeConfigs",
 }
 
 

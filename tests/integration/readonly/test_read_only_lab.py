@@ -10,7 +10,10 @@ from backend.kafka import protocol as P
 from backend.lab.fleet import LabFleet
 from tests.rig.procs import REPO
 
-READ_ONLY_API_KEYS = {P.API_API_VERSIONS, P.API_METADATA, P.API_DESCRIBE_CLUSTER, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE}
+# What a poll cycle sent before broker configs were read; DescribeConfigs is the one request added since.
+POLL_API_KEYS_BEFORE_CONFIGS = {P.API_API_VERSIONS, P.API_METADATA, P.API_DESCRIBE_CLUSTER, P.API_SASL_HANDSHAKE,
+                                P.API_SASL_AUTHENTICATE}
+READ_ONLY_API_KEYS = POLL_API_KEYS_BEFORE_CONFIGS | {P.API_DESCRIBE_CONFIGS}
 
 
 def test_a_poll_cycle_over_the_lab_fleet_sends_only_read_only_requests(lab_fleet: LabFleet, tmp_path: Path) -> None:
@@ -35,3 +38,8 @@ def test_a_poll_cycle_over_the_lab_fleet_sends_only_read_only_requests(lab_fleet
     sent = {(api_key, client) for rows in seen.values() for _b, api_key, _v, client in rows}
     assert {api_key for api_key, _ in sent} <= READ_ONLY_API_KEYS, sorted(sent)
     assert P.PUSH_CONFIG_API_KEY not in {api_key for api_key, _ in sent}
+    assert {api_key for api_key, _ in sent} - POLL_API_KEYS_BEFORE_CONFIGS == {P.API_DESCRIBE_CONFIGS}
+    # Every broker of every cluster was asked for its own configs.
+    for name, runtime in lab_fleet.runtimes.items():
+        asked = {broker for broker, api_key, *_ in seen[name] if api_key == P.API_DESCRIBE_CONFIGS}
+        assert asked == set(runtime.brokers), name

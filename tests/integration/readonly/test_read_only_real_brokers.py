@@ -23,6 +23,11 @@ READ_ONLY_APIS = {
     "DESCRIBE_CONFIGS", "DESCRIBE_TOPIC_PARTITIONS", "LIST_OFFSETS", "DESCRIBE_ACLS",
     "DESCRIBE_LOG_DIRS", "LIST_GROUPS", "DESCRIBE_GROUPS", "GET_TELEMETRY_SUBSCRIPTIONS", "PUSH_TELEMETRY",
 }  # fmt: skip
+# What a poll cycle sent before broker configs were read; DescribeConfigs is the one request added since.
+POLL_APIS_BEFORE_CONFIGS = {
+    "API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER", "SASL_HANDSHAKE", "SASL_AUTHENTICATE", "DESCRIBE_TOPIC_PARTITIONS",
+    "GET_TELEMETRY_SUBSCRIPTIONS", "PUSH_TELEMETRY",
+}  # fmt: skip
 PRODUCT_CLIENT_IDS = re.compile(r"^fleetview")
 COMPLETED = "Completed request:"
 
@@ -69,5 +74,9 @@ def test_a_poll_cycle_sends_only_read_only_requests_to_real_brokers(
     product = [(api, client) for api, client in requests if PRODUCT_CLIENT_IDS.match(client)]
     apis = {api for api, _ in product}
     # The cycle really reached every kind of broker with the calls the poller makes.
-    assert {"API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER"} <= apis, sorted(set(requests))[:40]
+    assert {"API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER", "DESCRIBE_CONFIGS"} <= apis, sorted(set(requests))[:40]
     assert apis <= READ_ONLY_APIS, f"non-read-only requests from the product: {sorted(apis - READ_ONLY_APIS)}"
+    # Reading broker and topic configs added exactly one kind of request: DescribeConfigs, from its own client id.
+    assert apis - POLL_APIS_BEFORE_CONFIGS == {"DESCRIBE_CONFIGS"}, sorted(apis)
+    configs_clients = {client for api, client in product if api == "DESCRIBE_CONFIGS"}
+    assert configs_clients == {"fleetview-configs"}, configs_clients

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.service.conftest import SPARK_ENV
 from tests.rig.procs import REPO, free_port, log_tail
 
 T = TypeVar("T")
@@ -118,7 +119,7 @@ def start_service(fleet_file: Path, lake: Path, log: Path, *, ui: bool = False, 
     cmd += extra or []
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **(env or {})})
+                                env={**os.environ, **SPARK_ENV, **(env or {})})
     service = Service(proc, log, metrics_port, ui_port, lake, lake / "_state" / "service")
 
     def healthy() -> bool:

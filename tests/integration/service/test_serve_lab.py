@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from backend.lab.clientgen import push_client_fleet
 from backend.lab.fleet import LabFleet
+from backend.pipeline.state_store import LakePaths, load_state
+from backend.service.status import request_job
 from backend.store import readers
+from backend.store.tables import read_table
 from tests.integration.service.conftest import write_service_fleet
 from tests.integration.service.servicerig import pid_alive, start_service
 
@@ -57,10 +61,16 @@ def test_serve_polls_restarts_a_killed_poller_and_stops_cleanly(service_lab: Lab
             "kafka_fleet_job_runs_total", job="poll", outcome="ok") or 0) >= runs + 2)
         children = [restarted["pid"], service.component("ui")["pid"]]
 
+        # SIGTERM while a poll is in progress (slow brokers make it last): the poller finishes it, and
+        # everything stops within 15 s.
+        for broker in service_lab.runtimes["prod-eu"].brokers:
+            service_lab.set_fault("prod-eu", broker, latency_ms=1000)
+        service.wait("a poll in progress", lambda: service.component("poll")["running"], 60)
         took = service.terminate(signal.SIGTERM)
         assert took < 15 and service.proc.returncode == 0, service.logs()
         assert not any(pid_alive(pid) for pid in children), children
     finally:
+        service_lab.clear_faults()
         service.kill()
 
     # The lake readers find a consistent lake, and the next start continues it.
@@ -73,5 +83,76 @@ def test_serve_polls_restarts_a_killed_poller_and_stops_cleanly(service_lab: Lab
         assert again.readyz()[0] == 200
         took = again.terminate(signal.SIGINT)
         assert took < 15 and again.proc.returncode == 0, again.logs()
+    finally:
+        again.kill()
+
+
+def _instances_in_lake(lake: Path) -> int:
+    table = read_table(str(lake), "client_configs")
+    return len(set(table.column("client_instance_id").to_pylist()))
+
+
+def _instances_in_results(lake: Path) -> int:
+    return int(sum(read_table(str(lake), "results/client_versions").column("instances").to_pylist()))
+
+
+@pytest.mark.slow
+def test_serve_ingests_and_analyzes_on_schedule_and_a_sigterm_during_analyze_leaves_a_consistent_lake(
+        service_lab: LabFleet, tmp_path: Path) -> None:
+    _clients, outcomes = push_client_fleet(service_lab, 60, seed=7)
+    assert outcomes and all(o.status == "accepted" for o in outcomes)
+    sink = service_lab.config.sink_dir
+    sources = (f'[[client_configs]]\nname = "lab-sink"\nsink = "{sink}"\ninterval_s = 2\n\n'
+               f'[[client_configs]]\nname = "gone"\nsink = "{tmp_path / "no-such-dir"}"\ninterval_s = 2\n\n')
+    fleet_file = write_service_fleet(service_lab, tmp_path / "clusters.toml", poll_interval_s=3,
+                                     service="analyze_interval_s = 5\n", sources=sources)
+    lake = tmp_path / "lake"
+    service = start_service(fleet_file, lake, tmp_path / "serve.log")
+    try:
+        # Ingest and analyze run on schedule: counted from /metrics and the lake.
+        service.wait("2 analyze runs", lambda: (service.metric("kafka_fleet_job_runs_total", job="analyze",
+                                                               outcome="ok") or 0) >= 2, 300)
+        assert _instances_in_results(lake) == _instances_in_lake(lake) > 0
+        sources_status = service.component("ingest")["sources"]
+        assert sources_status["lab-sink"]["runs"].get("ok", 0) >= 2, sources_status
+        # The broken source is a status with its error; the other components go on.
+        gone = sources_status["gone"]
+        assert gone["last_outcome"] == "error" and "does not exist" in gone["last_error"], gone
+        assert (service.metric("kafka_fleet_job_runs_total", job="ingest", outcome="error") or 0) >= 2
+        assert service.readyz()[0] == 200
+
+        # New pushes reach the lake by the next ingest; SIGTERM while the analysis runs.
+        before = _instances_in_lake(lake)
+        push_client_fleet(service_lab, 40, seed=8)
+        service.wait("the new pushes ingested", lambda: _instances_in_lake(lake) > before, 60)
+        request_job(service.state_dir, "analyze")  # what the UI's Recompute does while the service runs
+        service.wait("an analysis in progress", lambda: service.component("analyze")["running"], 60)
+        took = service.terminate(signal.SIGTERM)
+        assert took < 15 and service.proc.returncode == 0, service.logs()
+    finally:
+        service.kill()
+
+    # The lake is consistent for its readers: the pipeline's committed state is whole, every results table reads.
+    state = load_state(LakePaths(str(lake)))
+    assert state is not None, "the committed pipeline state survives a stop during a run"
+    for name in ("distributions", "config_alerts", "client_versions", "drift_keys"):
+        read_table(str(lake), f"results/{name}")
+    assert set(readers.latest_fleet_state(lake).clusters["cluster_name"]) == set(service_lab.clusters)
+
+    # The next start continues from the committed state: every instance counted exactly once. Its driver
+    # is bounded below what a JVM takes, so after that run it is replaced (counted as a restart).
+    bounded = write_service_fleet(service_lab, tmp_path / "bounded.toml", poll_interval_s=3, sources=sources,
+                                  service="analyze_interval_s = 5\nanalyze_max_rss_mb = 256\n")
+    again = start_service(bounded, lake, tmp_path / "serve2.log")
+    try:
+        again.wait("an analysis after the restart", lambda: (again.metric(
+            "kafka_fleet_job_runs_total", job="analyze", outcome="ok") or 0) >= 1, 300)
+        assert _instances_in_results(lake) == _instances_in_lake(lake), again.logs()
+        assert not list((lake / "results").glob(".old-*")) and not list((lake / "results").glob(".tmp-*"))
+        again.wait("the driver replaced for its memory", lambda: again.metric(
+            "kafka_fleet_component_restarts_total", component="analyze") == 1.0, 60)
+        analyze = again.component("analyze")
+        assert "analyze_max_rss_mb=256" in (analyze["last_exit"] or "") and analyze["rss_mb"] > 256, analyze
+        assert again.terminate(signal.SIGTERM) < 15
     finally:
         again.kill()

@@ -10,9 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from backend.store import config_state, state
 from backend.store.config_schemas import arrow_schema
 from backend.store.fleet_writer import migrate_v1_if_needed
 from backend.store.lake import Lake
+from backend.store.model import ConfigSnapshot, ConfigValue
 
 SCHEMA_VERSION = 1
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -258,6 +260,61 @@ def build_results(root: Path) -> None:
     ])
 
 
+def _cv(value: str | None, source: str = "DEFAULT_CONFIG", **over: Any) -> ConfigValue:
+    return ConfigValue(value, source, **over)
+
+
+def fixture_configs() -> dict[str, ConfigSnapshot]:
+    """prod-eu: broker 3 still has an old static retention, two topic overrides; prod-us: unclean election on."""
+    eu = {}
+    for bid in (1, 2, 3):
+        eu[bid] = {
+            "log.retention.hours": _cv("72" if bid == 3 else "168", "STATIC_BROKER_CONFIG", read_only=True,
+                                       config_type="INT"),
+            "min.insync.replicas": _cv("2", "DYNAMIC_DEFAULT_BROKER_CONFIG", config_type="INT"),
+            "unclean.leader.election.enable": _cv("false", config_type="BOOLEAN"),
+            "auto.create.topics.enable": _cv("false", "STATIC_BROKER_CONFIG", config_type="BOOLEAN"),
+            "log.cleaner.threads": _cv("1", config_type="INT"),
+            "ssl.keystore.password": _cv(None, sensitive=True, config_type="PASSWORD", withheld="sensitive"),
+        }
+    us = {}
+    for bid in (4, 5, 6):
+        us[bid] = {
+            "log.retention.hours": _cv("168", read_only=True, config_type="INT"),
+            "min.insync.replicas": _cv("1", config_type="INT"),
+            "unclean.leader.election.enable": _cv("true", "STATIC_BROKER_CONFIG", config_type="BOOLEAN"),
+            "auto.create.topics.enable": _cv("false", "STATIC_BROKER_CONFIG", config_type="BOOLEAN"),
+            "log.cleaner.threads": _cv("1", config_type="INT"),
+            "ssl.keystore.password": _cv(None, sensitive=True, config_type="PASSWORD", withheld="sensitive"),
+        }
+    topics = {"orders": {"retention.ms": _cv("86400000", "DYNAMIC_TOPIC_CONFIG", config_type="LONG")},
+              "payments": {"min.insync.replicas": _cv("4", "DYNAMIC_TOPIC_CONFIG", config_type="INT")}}
+    return {
+        "prod-eu": ConfigSnapshot(collected_at=T1, brokers=eu, topics=topics, version=4),
+        "prod-us": ConfigSnapshot(collected_at=T1, brokers=us, version=4,
+                                  errors={"broker 6": "connection refused: prod-us-b6.example:9092"}),
+    }
+
+
+def build_configs(root: Path) -> None:
+    """The broker configs and topic overrides the poller would have stored at POLL_2 (staging never read)."""
+    lake = Lake(root)
+    manifest = state.read_manifest(lake) or state.new_manifest()
+    updates = {}
+    for name, snap in fixture_configs().items():
+        cid = CLUSTERS[name]["id"]
+        updates[name] = {"configs": config_state.state_table(POLL_2, T1, name, cid, snap),
+                         "config_runs": config_state.runs_table(POLL_2, T1, name, cid, snap)}
+    state.write_cluster_states(lake, manifest, updates)
+    before = {"resource_type": "broker", "resource": "3", "name": "log.retention.hours", "value": "168",
+              "source": "STATIC_BROKER_CONFIG", "withheld": None, "read_only": True}
+    lake.write("changes", [{
+        "change_id": "cfg-change-1", "poll_id": POLL_2, "seen_at": T1, "cluster_name": "prod-eu",
+        "cluster_id": CLUSTERS["prod-eu"]["id"], "entity": "config", "kind": "config_changed",
+        "subject": "broker 3: log.retention.hours", "before_json": json.dumps(before),
+        "after_json": json.dumps({**before, "value": "72"})}], poll_id=POLL_2)
+
+
 def build_lake(root: Path, *, with_results: bool = True, migrate: bool = True) -> Path:
     """Build the full fixture lake under root and return it (migrated to the v2 model unless migrate=False)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -265,6 +322,7 @@ def build_lake(root: Path, *, with_results: bool = True, migrate: bool = True) -
     if migrate:
         # The snapshots are written in the v1 layout; the pages read the lake the poller writes now.
         migrate_v1_if_needed(Lake(root))
+        build_configs(root)
     if with_results:
         build_results(root)
     return root

@@ -34,6 +34,10 @@ TABLE_COLUMNS = {
     "alerts_resolved": {"rule", "resolved", "evidence_at_opening"},
     "client_configs_group_drift": {"group_id", "members", "value_counts_json"},
     "client_configs_shares": {"value", "reported as"},
+    "cluster_broker_configs": {"config", "value", "source", "brokers_disagree", "non_default"},
+    "cluster_config_split": {"config", "broker 1", "broker 3"},
+    "cluster_topic_overrides": {"topic", "config", "value", "type"},
+    "compare_broker_configs": {"config", "differs", "all_default", "prod-eu", "prod-us"},
 }
 
 
@@ -348,3 +352,56 @@ def test_compare_folds_rare_values_into_other_and_names_the_spellings(fixture_la
     app.selectbox(key="compare_key").select("acks").run()
     assert _frame(app, "compare_side").set_index("value").loc["all", "reported as"] == "-1, all"
     assert "reported as -1, all" in app.get("plotly_chart")[-1].proto.spec
+
+
+def test_cluster_page_lists_broker_configs_disagreements_first_with_source_and_topic_overrides(
+    fixture_lake: Path, open_page: OpenPage
+) -> None:
+    app = open_page(fixture_lake, "cluster", {"cluster": "prod-eu"})
+    table = _frame(app, "cluster_broker_configs")
+    first = table.iloc[0]
+    assert (first["config"], bool(first["brokers_disagree"])) == ("log.retention.hours", True)
+    assert first["value"] == "168 (broker 1, 2) · 72 (broker 3)"
+    assert first["source"] == "static (server.properties)"
+    assert list(table["config"]) == ["log.retention.hours", "auto.create.topics.enable", "min.insync.replicas"]
+    assert table.set_index("config").loc["min.insync.replicas", "source"] == "dynamic (cluster default)"
+    split = _frame(app, "cluster_config_split").set_index("config")
+    assert split.loc["log.retention.hours", "broker 3"] == "72 [static (server.properties)]"
+    assert any("disagree on 1 config" in w.value for w in app.warning)
+    app.toggle(key="cluster_config_defaults").set_value(True).run()
+    everything = _frame(app, "cluster_broker_configs").set_index("config")
+    assert everything.loc["ssl.keystore.password", "value"] == "(withheld: sensitive)"
+    assert len(everything) == 6
+    overrides = _frame(app, "cluster_topic_overrides")
+    assert list(zip(overrides["topic"], overrides["config"], overrides["value"], strict=True)) == [
+        ("orders", "retention.ms", "86400000"), ("payments", "min.insync.replicas", "4")]
+    changes = _frame(app, "cluster_changes")
+    change = changes[changes["change"] == "config changed"].iloc[0]
+    assert (change["subject"], change["before"], change["after"]) == (
+        "broker 3: log.retention.hours", "168 [STATIC_BROKER_CONFIG]", "72 [STATIC_BROKER_CONFIG]")
+
+
+def test_cluster_page_says_when_configs_were_not_read(fixture_lake: Path, open_page: OpenPage) -> None:
+    us = open_page(fixture_lake, "cluster", {"cluster": "prod-us"})
+    captions = " ".join(c.value for c in us.caption)
+    assert "Read 2026-11-20 11:00 UTC from 3 brokers (DescribeConfigs v4)" in captions
+    assert "connection refused: prod-us-b6.example:9092" in captions  # as plain text
+    staging = open_page(fixture_lake, "cluster", {"cluster": "staging"})
+    assert any(c.value.startswith("Not read yet") for c in staging.caption)
+
+
+def test_compare_puts_broker_config_differences_first_and_hides_defaults_behind_a_toggle(
+    fixture_lake: Path, open_page: OpenPage
+) -> None:
+    app = open_page(fixture_lake, "compare")
+    table = _frame(app, "compare_broker_configs")
+    assert list(table["config"]) == ["log.retention.hours", "min.insync.replicas", "unclean.leader.election.enable",
+                                     "auto.create.topics.enable"]
+    assert list(table["differs"]) == [True, True, True, False]
+    row = table.set_index("config").loc["log.retention.hours"]
+    assert row["prod-eu"] == "differs within the cluster: 168 | 72" and row["prod-us"] == "168"
+    assert table.set_index("config").loc["unclean.leader.election.enable", "prod-us"] == "true"
+    app.toggle(key="compare_config_defaults").set_value(True).run()
+    everything = _frame(app, "compare_broker_configs")
+    assert {"log.cleaner.threads", "ssl.keystore.password"} <= set(everything["config"])
+    assert not everything.set_index("config").loc["log.cleaner.threads", "differs"]

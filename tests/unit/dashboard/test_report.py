@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from backend.export.csv_safe import safe_csv
 from backend.export.report import ReportError, build_drift_report
+from backend.views.broker_config_views import compare_broker_configs
 from tests.unit.dashboard.lake_fixture import SECRET_VALUE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,6 +90,46 @@ def test_report_leaves_identity_keys_out_unless_asked_and_names_spellings(fixtur
     assert "<h3>client.id</h3>" in with_identity and "other (42 values)" in with_identity
 
 
+def test_report_has_the_broker_config_comparison_differences_first(fixture_lake: Path) -> None:
+    text = build_drift_report(str(fixture_lake), ["prod-eu", "prod-us"])
+    section = text.split("<h2>Broker configs</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "3 of 4 configs set somewhere differ" in section
+    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>", section)
+    assert rows == ["log.retention.hours", "min.insync.replicas", "unclean.leader.election.enable",
+                    "auto.create.topics.enable"]
+    assert "differs within the cluster: 168 | 72" in section
+    assert "ssl.keystore.password" not in section  # at its default (withheld) everywhere: left out
+
+
+def test_cli_exports_the_broker_config_comparison_as_csv(fixture_lake: Path, tmp_path: Path) -> None:
+    out = tmp_path / "broker-configs.csv"
+    done = _export("--report", "broker-configs", "--clusters", "prod-eu,prod-us", "--lake", str(fixture_lake),
+                   "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["config", "differs", "all_default", "prod-eu", "prod-us"]
+    assert frame["config"].iloc[0] == "log.retention.hours" and bool(frame["differs"].iloc[0])
+    everything = tmp_path / "all.csv"
+    assert _export("--report", "broker-configs", "--clusters", "prod-eu,prod-us", "--include-defaults",
+                   "--lake", str(fixture_lake), "--out", str(everything)).returncode == 0
+    withheld = pd.read_csv(everything).set_index("config").loc["ssl.keystore.password"]
+    assert (withheld["prod-eu"], withheld["prod-us"]) == ("(withheld: sensitive)", "(withheld: sensitive)")
+    bad = _export("--report", "broker-configs", "--clusters", "prod-eu,nope", "--lake", str(fixture_lake),
+                  "--out", str(tmp_path / "x.csv"))
+    assert bad.returncode == 2 and "unknown cluster(s) nope" in bad.stderr
+    never_read = _export("--report", "broker-configs", "--clusters", "staging", "--lake", str(fixture_lake),
+                         "--out", str(tmp_path / "y.csv"))
+    assert never_read.returncode == 2 and "no broker configs stored for staging" in never_read.stderr
+
+
+def test_broker_config_csv_neutralises_formulas_a_broker_could_send() -> None:
+    rows = pd.DataFrame([{"cluster_name": c, "resource_type": "broker", "resource": "1", "config_name": "x.y",
+                          "value": v, "source": "STATIC_BROKER_CONFIG", "withheld": None, "read_only": True,
+                          "config_type": "STRING"} for c, v in (("a", "=HYPERLINK(\"http://evil\")"), ("b", "1"))])
+    csv = safe_csv(compare_broker_configs(rows, ["a", "b"]))
+    assert "'=HYPERLINK" in csv and ",=HYPERLINK" not in csv
+
+
 def test_a_scoped_report_names_no_other_cluster(fixture_lake: Path) -> None:
     from backend.auth.scope import scope_for
     from backend.views import frames
@@ -102,3 +145,18 @@ def test_a_scoped_report_names_no_other_cluster(fixture_lake: Path) -> None:
     with pytest.raises(ReportError) as caught:
         build_drift_report(str(fixture_lake), ["prod-us"], scope=scope)
     assert "prod-us" in str(caught.value) and "staging" not in str(caught.value)  # "known" lists only prod-eu
+
+
+def test_a_scoped_broker_config_comparison_names_no_other_cluster(fixture_lake: Path) -> None:
+    from backend.auth.scope import scope_for
+    from backend.export.report import build_broker_config_csv
+    from backend.views import frames
+
+    scope = scope_for(["prod-eu"], frames.known_clusters(str(fixture_lake)))
+    csv = build_broker_config_csv(str(fixture_lake), ["prod-eu"], scope=scope)
+    assert "prod-eu" in csv and "prod-us" not in csv
+    with pytest.raises(ReportError, match="unknown cluster"):
+        build_broker_config_csv(str(fixture_lake), ["prod-eu", "prod-us"], scope=scope)
+    text = build_drift_report(str(fixture_lake), ["prod-eu"], scope=scope)
+    section = text.split("<h2>Broker configs</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "log.retention.hours" in section and "prod-us" not in section

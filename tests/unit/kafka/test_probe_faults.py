@@ -230,7 +230,7 @@ def test_bad_security_config_fails_without_network() -> None:
 
 
 def test_the_probe_refuses_to_send_a_non_read_only_request() -> None:
-    assert probe_mod.READ_ONLY_API_KEYS == {18, 17, 36, 60, 3}
+    assert probe_mod.READ_ONLY_API_KEYS == {18, 17, 36, 60, 3, 32}  # 32: DescribeConfigs, read-only
     a, b = socket.socketpair()
     try:
         conn = probe_mod._Connection(a, time.monotonic() + 1, "c", 1024)

@@ -114,3 +114,41 @@ def test_cli_fault_syntax_errors(text: str, message: str) -> None:
 
     with pytest.raises(ValueError, match=message):
         _parse_fault(text)
+
+
+@pytest.mark.parametrize(("cluster", "message"), [
+    (_cluster(configs={"no.such.config": 1}), "cluster 'c' configs: unknown broker config 'no.such.config'"),
+    (_cluster(dynamic_configs={"log.retention.hours": 72}), "'log.retention.hours' is read-only"),
+    (_cluster(configs={"log.retention.hours": "a week"}), "'a week' is not a INT"),
+    (_cluster(configs={"auto.create.topics.enable": 1}), "is not a BOOLEAN"),
+    (_cluster(brokers=[{"id": 1, "configs": {"num.io.threads": [1]}}]), "brokers[0] configs num.io.threads"),
+    (_cluster(topics=[{"name": "t", "configs": {"log.retention.hours": 1}}]), "unknown topic config 'log.retention.hours'"),
+    (_cluster(configs=["x"]), "expected a table of config = value"),
+])
+def test_invalid_configs_are_refused_naming_the_entry(cluster: dict[str, Any], message: str) -> None:
+    with pytest.raises(LabConfigError) as info:
+        _parse(cluster)
+    assert message in str(info.value)
+
+
+def test_configs_at_every_level_load_as_the_strings_a_broker_reports() -> None:
+    config = _parse(_cluster(
+        configs={"auto.create.topics.enable": False, "log.retention.hours": 72},
+        dynamic_configs={"min.insync.replicas": 2},
+        brokers=[{"id": 1, "configs": {"log.retention.hours": 24}, "dynamic_configs": {"log.cleaner.threads": 3}}],
+        topics=[{"name": "t", "configs": {"cleanup.policy": ["compact", "delete"], "min.insync.replicas": 2}}]))
+    c = config.clusters[0]
+    assert c.configs == {"auto.create.topics.enable": "false", "log.retention.hours": "72"}
+    assert c.dynamic_configs == {"min.insync.replicas": "2"}
+    assert (c.brokers[0].configs, c.brokers[0].dynamic_configs) == ({"log.retention.hours": "24"}, {"log.cleaner.threads": "3"})
+    assert c.topics[0].configs == {"cleanup.policy": "compact,delete", "min.insync.replicas": "2"}
+    assert c.profile.catalog.family == "kafka-3.9"
+
+
+def test_repo_lab_toml_seeds_the_demos_config_differences() -> None:
+    config = load_lab_config(REPO / "lab.toml")
+    us = config.cluster("prod-us")
+    assert {b.id: b.configs.get("log.retention.hours") for b in us.brokers} == {1: None, 2: None, 3: "72"}
+    payments = next(t for t in us.topics if t.name == "payments")
+    assert int(payments.configs["min.insync.replicas"]) > payments.replication_factor
+    assert [c.name for c in config.clusters if c.configs.get("unclean.leader.election.enable") == "true"] == ["legacy-zk"]
