@@ -15,6 +15,7 @@ import json
 import re
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ApiTable = dict[int, tuple[int, int]]
@@ -60,28 +61,35 @@ def pre_28_tables() -> list[tuple[str, ApiTable]]:
     return out
 
 
-def api_table_from_jar(jar: str | Path, listener: str) -> ApiTable:
-    """Advertised (min, max) per api key for a listener ("zkBroker"/"broker") from a kafka-clients jar."""
-    out: ApiTable = {}
+def _request_messages(jar: str | Path) -> Iterator[tuple[int, str]]:
+    """(api key, JSON text without // comments) of every request message definition in a kafka-clients jar."""
     with zipfile.ZipFile(jar) as zf:
         for name in zf.namelist():
             if not (name.startswith("common/message/") and name.endswith("Request.json")):
                 continue
             text = re.sub(r"//[^\n]*", "", zf.read(name).decode("utf-8"))
             key_m = re.search(r'"apiKey"\s*:\s*(\d+)', text)
-            valid_m = re.search(r'"validVersions"\s*:\s*"([^"]+)"', text)
-            if key_m is None or valid_m is None or valid_m.group(1) == "none":
-                continue
-            listeners_m = re.search(r'"listeners"\s*:\s*\[([^\]]*)\]', text)
-            listeners = re.findall(r'"(\w+)"', listeners_m.group(1)) if listeners_m else ["zkBroker"]
-            if listener not in listeners:
-                continue
-            lo_s, _, hi_s = valid_m.group(1).partition("-")
-            lo, hi = int(lo_s), int(hi_s or lo_s)
-            if re.search(r'"latestVersionUnstable"\s*:\s*true', text):
-                hi -= 1  # brokers do not advertise unstable versions by default
-            if hi >= lo:
-                out[int(key_m.group(1))] = (lo, hi)
+            if key_m is not None:
+                yield int(key_m.group(1)), text
+
+
+def api_table_from_jar(jar: str | Path, listener: str) -> ApiTable:
+    """Advertised (min, max) per api key for a listener ("zkBroker"/"broker") from a kafka-clients jar."""
+    out: ApiTable = {}
+    for key, text in _request_messages(jar):
+        valid_m = re.search(r'"validVersions"\s*:\s*"([^"]+)"', text)
+        if valid_m is None or valid_m.group(1) == "none":
+            continue
+        listeners_m = re.search(r'"listeners"\s*:\s*\[([^\]]*)\]', text)
+        listeners = re.findall(r'"(\w+)"', listeners_m.group(1)) if listeners_m else ["zkBroker"]
+        if listener not in listeners:
+            continue
+        lo_s, _, hi_s = valid_m.group(1).partition("-")
+        lo, hi = int(lo_s), int(hi_s or lo_s)
+        if re.search(r'"latestVersionUnstable"\s*:\s*true', text):
+            hi -= 1  # brokers do not advertise unstable versions by default
+        if hi >= lo:
+            out[key] = (lo, hi)
     return out
 
 
@@ -114,15 +122,10 @@ def advertised_table(table: ApiTable, release: str, family: str = "zk") -> ApiTa
 def api_names_from_jar(jar: str | Path) -> dict[int, str]:
     """Api key -> name ("Produce", "DescribeQuorum") from the request message JSON of a kafka-clients jar."""
     out: dict[int, str] = {}
-    with zipfile.ZipFile(jar) as zf:
-        for name in zf.namelist():
-            if not (name.startswith("common/message/") and name.endswith("Request.json")):
-                continue
-            text = re.sub(r"//[^\n]*", "", zf.read(name).decode("utf-8"))
-            key_m = re.search(r'"apiKey"\s*:\s*(\d+)', text)
-            name_m = re.search(r'"name"\s*:\s*"(\w+)Request"', text)
-            if key_m is not None and name_m is not None:
-                out[int(key_m.group(1))] = name_m.group(1)
+    for key, text in _request_messages(jar):
+        name_m = re.search(r'"name"\s*:\s*"(\w+)Request"', text)
+        if name_m is not None:
+            out[key] = name_m.group(1)
     return out
 
 
