@@ -13,7 +13,7 @@ process plus its children (the Spark JVM), sampled every 200 ms.
 
     .venv/bin/python -m benchmarks.pipeline_bench --sizes 100000 --small 163,400
     .venv/bin/python -m benchmarks.pipeline_bench --sizes 1000000 --small '' --driver-memory 4g
-    .venv/bin/python -m benchmarks.pipeline_bench --explain 2000   # the instance pass's plans
+    .venv/bin/python -m benchmarks.pipeline_bench --explain 2000   # the passes' physical plans
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from backend.pipeline.normalize import normalized_value_sql
-from backend.pipeline.rules import _GENERATED_ID, _PLACEHOLDER, PER_INSTANCE_RULE_IDS, Rule, rule_by_id
-from backend.pipeline.tally import GROUP_IDENTITY_KEYS
+from backend.pipeline.results import GROUP_IDENTITY_KEYS
+from backend.pipeline.rules import _PLACEHOLDER, GENERATED_ID, PER_INSTANCE_RULE_IDS, Rule, rule_by_id
 from backend.store.config_schemas import NUMERIC_CONFIG_TYPES, SCHEMA_VERSION, arrow_schema
 from backend.store.tables import read_table
 
@@ -258,7 +258,7 @@ DUCKDB_TABLES = {
 def _duckdb_rule(rule: Rule) -> str:
     """One per-instance rule as a DuckDB SELECT over the per-instance cfg map."""
     if rule.condition is None:  # CC015
-        match = f"regexp_matches(coalesce(client_id, cfg['client.id'], ''), '{_GENERATED_ID}')"
+        match = f"regexp_matches(coalesce(client_id, cfg['client.id'], ''), '{GENERATED_ID}')"
     else:
         cond = _PLACEHOLDER.sub(lambda m: {
             "num": f"TRY_CAST(cfg['{m.group(2)}'] AS DOUBLE)",
@@ -301,6 +301,32 @@ def duckdb_results(files: list[str]) -> tuple[float, dict[str, int]]:
 
 DUCKDB_COVERS = (*DUCKDB_TABLES, "config_alerts (per-instance rules: "
                  + ", ".join(PER_INSTANCE_RULE_IDS) + ")")
+
+
+DUCK_WORKER = r"""
+import json, sys, threading
+import psutil
+from benchmarks.pipeline_bench import duckdb_results
+me, peak, stop = psutil.Process(), [0], threading.Event()
+def sample():
+    while not stop.is_set():
+        peak[0] = max(peak[0], me.memory_info().rss)
+        stop.wait(0.2)
+thread = threading.Thread(target=sample, daemon=True)
+thread.start()
+seconds, rows = duckdb_results(json.loads(sys.argv[1]))
+stop.set()
+thread.join()
+print("RESULT " + json.dumps({"s": seconds, "rows": rows, "peak_rss": peak[0]}))
+"""
+
+
+def duckdb_process(files: list[str]) -> dict[str, Any]:
+    """duckdb_results in a new process, with that process's peak RSS (sampled every 200 ms)."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", DUCK_WORKER, json.dumps(files)], cwd=root, env=_env(None),
+                          stdout=subprocess.PIPE, text=True, timeout=6 * 3600, check=True)
+    return dict(json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:]))
 
 
 def spark_rows(lake: Path) -> dict[str, int]:
@@ -359,20 +385,21 @@ def measured(fn):
 
 
 KEEP = ("records_read", "snapshots_read", "instances", "files_processed", "full_reason", "spark_jobs",
-        "spark_stages", "shuffle_partitions", "instances_new", "instances_updated", "instances_evaluated",
-        "delta_rows", "state_rows_scanned", "state_rows_matched", "state_rows_written",
-        "state_rows_rewritten", "alerts_by_severity")
+        "spark_stages", "shuffle_partitions", "instances_new", "instances_updated", "instances_changed",
+        "rows_added", "rows_removed", "files_reread", "instances_evaluated", "delta_rows", "state_rows_scanned",
+        "state_rows_matched", "state_rows_written", "state_rows_rewritten", "alerts_by_severity")
 out = {"imports_s": time.perf_counter() - began}
 jvm_s, _, _ = measured(lambda: get_spark(args["master"]))
 out["jvm_start_s"] = jvm_s
-for phase in ("full", "refresh"):
+for phase in ("full", "full_again", "refresh"):
     if phase == "refresh":
         for f in args["refresh_files"]:
             target = Path(args["lake"], "client_configs", Path(f).parent.name, Path(f).name)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(f, target)
-    s, summary, rss = measured(lambda: run_analysis(args["lake"], master=args["master"], progress=say(phase)))
-    out[phase] = {"s": s, "peak_rss": rss, **{k: getattr(summary, k) for k in KEEP}}
+    s, summary, rss = measured(lambda: run_analysis(args["lake"], master=args["master"], progress=say(phase),
+                                                    full=phase == "full_again"))
+    out[phase] = {"s": s, "peak_rss": rss, **{k: getattr(summary, k) for k in KEEP if hasattr(summary, k)}}
 print("RESULT " + json.dumps(out))
 """
 
@@ -506,28 +533,34 @@ def bench_size(n: int, impls: dict[str, Path], master: str, driver_memory: str |
             "jvm_start_s": round(got["jvm_start_s"], 1),
             "full_s": round(got["full"]["s"], 1),
             "full_with_jvm_start_s": round(got["full"]["s"] + got["jvm_start_s"], 1),
+            "full_again_s": round(got["full_again"]["s"], 1),
             "refresh_s": round(got["refresh"]["s"], 1),
             "peak_rss_full_mb": round(got["full"]["peak_rss"] / 2**20),
+            "peak_rss_full_again_mb": round(got["full_again"]["peak_rss"] / 2**20),
             "peak_rss_refresh_mb": round(got["refresh"]["peak_rss"] / 2**20),
-            "full": {k: v for k, v in got["full"].items() if k not in ("s", "peak_rss")},
-            "refresh": {k: v for k, v in got["refresh"].items() if k not in ("s", "peak_rss")},
+            **{phase: {k: v for k, v in got[phase].items() if k not in ("s", "peak_rss")}
+               for phase in ("full", "full_again", "refresh")},
             "rows_per_table": spark_rows(lake),
         }
         digests[name] = results_digest(lake)
         shutil.rmtree(lake)
     files = sorted(str(p) for p in (base / "client_configs").rglob("*.parquet")) + [str(f) for f in refresh]
-    duck_s, duck_rows = duckdb_results(files)
+    duck = duckdb_process(files)
+    duck_s = duck["s"]
     out["duckdb_s"] = round(duck_s, 2)
-    out["duckdb_rows_per_table"] = duck_rows
+    out["duckdb_peak_rss_mb"] = round(duck["peak_rss"] / 2**20)
+    out["duckdb_rows_per_table"] = duck["rows"]
     out["duckdb_covers"] = list(DUCKDB_COVERS)
     out["load_avg_after"] = [round(x, 1) for x in psutil.getloadavg()]
     new = out["new"]
-    out["new_rows_equal_duckdb"] = new["rows_per_table"] == duck_rows
+    out["new_rows_equal_duckdb"] = new["rows_per_table"] == duck["rows"]
     out["new_full_over_duckdb"] = round(new["full_with_jvm_start_s"] / duck_s, 2)
+    out["new_full_again_over_duckdb"] = round(new["full_again_s"] / duck_s, 2)
     out["new_refresh_over_duckdb"] = round(new["refresh_s"] / duck_s, 2)
     if "main" in out:
         main_ = out["main"]
         out["main_full_over_duckdb"] = round(main_["full_with_jvm_start_s"] / duck_s, 2)
+        out["main_full_again_over_duckdb"] = round(main_["full_again_s"] / duck_s, 2)
         out["new_full_over_main"] = round(new["full_with_jvm_start_s"] / main_["full_with_jvm_start_s"], 3)
         out["new_refresh_over_main"] = round(new["refresh_s"] / main_["refresh_s"], 3)
         out["results_equal_main"] = {t: digests["new"][t] == digests["main"][t] for t in SPARK_RESULTS}
@@ -535,22 +568,22 @@ def bench_size(n: int, impls: dict[str, Path], master: str, driver_memory: str |
 
 
 def explain(n: int, workdir: Path, master: str) -> str:
-    """The physical plans (formatted) of the instance pass over a fleet of n instances."""
+    """The physical plans of the two passes over a fleet of n instances."""
     lake = workdir / f"explain-{n}"
     write_fleet(lake, 0, n, T0)
     code = r"""
-import sys
-from backend.pipeline import instances as I
+import glob, sys
+from backend.pipeline import heads as H, passes
 from backend.pipeline.spark import get_spark, size_session
-from backend.store.config_schemas import spark_schema
 spark = get_spark(sys.argv[2])
-sized = size_session(spark, 0, small=False)  # the plans of a run that is not small
-rows = spark.read.schema(spark_schema("client_configs")).parquet(sys.argv[1] + "/client_configs")
-heads = I.instance_heads(rows)
-print("== instance_heads ==")
-heads.explain()
-print("== head_entries ==")
-I.head_entries(rows, heads, sized.shuffle_partitions).explain()
+files = sorted(glob.glob(sys.argv[1] + "/client_configs/**/*.parquet", recursive=True))
+size_session(spark, 10**7)  # the settings of a run that is not small
+rows = passes.read_rows(spark, files)
+rows.groupBy(*passes.INSTANCE_COLUMNS).count().explain()  # pass 1's plan (its captured values left out)
+heads, _, _ = H.heads_of(passes.snapshot_table(rows), "file://" + sys.argv[1] + "/client_configs")
+wanted, _ = H.wanted(heads, heads.slice(0, 0))
+print("== instance pass ==")
+passes.instance_frame(rows, spark.createDataFrame(wanted), 8).explain()
 """
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", code, str(lake), master], cwd=root, env=_env(None),

@@ -91,9 +91,8 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     print(f"  client instances:    {summary.instances}")
     if not summary.full and not summary.skipped:
         print(f"  changed instances:   {summary.instances_changed} ({summary.instances_new} new, "
-              f"{summary.instances_updated} updated), {summary.delta_rows} delta rows")
-        print(f"  state rows:          {summary.state_rows_written} appended, "
-              f"{summary.state_rows_rewritten} rewritten" + (" (compacted)" if summary.compacted else ""))
+              f"{summary.instances_updated} updated): {summary.rows_added} entries counted, "
+              f"{summary.rows_removed} taken out ({summary.files_reread} files read again)")
     print(f"  quarantined (total): {summary.quarantined}")
     print(f"  sensitive dropped:   {summary.sensitive_dropped}")
     print(f"  untyped records:     {summary.untyped}")

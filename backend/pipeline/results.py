@@ -1,9 +1,9 @@
-"""The results tables from the count tables, on the driver: small inputs, no Spark job each.
+"""The results tables and every alert, on the driver, from the state's three small tables.
 
-The count tables hold one row per distinct combination (cluster, type, key, value, ...), not one
-per instance, so distributions, shares, exact percentiles, drift and the fleet rules CC016 and
-CC017 are computed here with pandas from the tally the Spark pass wrote. Each function is the
-pandas form of the row-level Spark transform of the same name that the tests keep as the
+The count tables hold one row per distinct combination (cluster, type, key, value, ...), not one per
+instance, so distributions, shares, exact percentiles, drift and the fleet rules CC016 and CC017 are
+computed here with pandas; the heads give the per-instance counts and the rules CC015 and CC018. Each
+function is the pandas form of the row-level Spark transform of the same name the tests keep as the
 reference definition (tests/unit/pipeline/reference.py); the tests hold them equal.
 """
 
@@ -20,11 +20,35 @@ import pandas as pd
 import pyarrow as pa
 
 from backend.pipeline import rules as R
-from backend.pipeline.tally import COUNT_LAYOUT, VERSION_COUNT_KEYS
+from backend.pipeline.heads import IDS
+from backend.pipeline.normalize import normalize_value
 from backend.store.config_schemas import NUMERIC_CONFIG_TYPES, SCHEMA_VERSION, arrow_schema
 
+# value is normalised; raw_value is the spelling reported (distributions lists the spellings).
+VALUE_COUNT_KEYS = ("cluster_id", "client_type", "key", "value", "raw_value", "type", "is_default")
+GROUP_COUNT_KEYS = ("cluster_id", "group_id", "key", "value")
+VERSION_COUNT_KEYS = ("cluster_id", "client_type", "client_software_name", "client_software_version")
+CLIENT_ID_COUNT_KEYS = ("cluster_id", "client_id", "client_type")
+# Keys that differ between members of a healthy group, so they are not group drift.
+GROUP_IDENTITY_KEYS = ("group.id", "client.id", "group.instance.id", "client.rack",
+                       "transactional.id", "bootstrap.servers")
+ALERT_FIELDS = ("alert_id", "rule_id", "severity", "title", "cluster_id", "client_instance_id",
+                "client_id", "group_id", "client_type", "keys", "observed_json", "explanation",
+                "doc_url")
+
 _KEY = ["cluster_id", "client_type", "key"]
-_NA = "\u0000none"  # stands in for a null client type / value in group-bys and joins
+class _Missing:
+    """Stands in for a null client type / value in group-bys and joins.
+
+    Not a string: pandas hashes object columns of strings as C strings, so a text marker such as
+    "\x00none" would be grouped with "" (it was, before issue 31).
+    """
+
+    def __repr__(self) -> str:
+        return "<null>"
+
+
+_NA = _Missing()
 
 
 def _fill(frame: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
@@ -235,15 +259,69 @@ def group_disagreement_alerts(drift: pd.DataFrame) -> list[dict[str, str | None]
     ]
 
 
-def count_frames(tally: pa.Table) -> dict[str, pd.DataFrame]:
-    """Split a tally (backend.pipeline.instances records summed into n) into its count tables."""
-    frame = tally.to_pandas()
-    frames = {}
-    for name, (keys, columns) in COUNT_LAYOUT.items():
-        picked = frame.loc[frame["t"] == name, [*columns, "n"]]
-        picked.columns = [*keys, "n"]
-        frames[name] = picked.astype({"n": "int64"}).reset_index(drop=True)
-    return frames
+def _sum(frame: pd.DataFrame, keys: Iterable[str], weight: str | None = "n") -> pd.DataFrame:
+    grouped = frame.groupby(list(keys), dropna=False, sort=False)
+    out = (grouped[weight].sum() if weight else grouped.size()).rename("n").reset_index()
+    return out.astype({"n": "int64"})
+
+
+def count_frames(counts: pa.Table, heads: pa.Table) -> dict[str, pd.DataFrame]:
+    """The four count tables: values and group members from the state's counts, versions and client ids
+    from the heads."""
+    frame = counts.to_pandas()
+    pairs = frame[["key", "raw_value"]].drop_duplicates()
+    pairs["value"] = [normalize_value(k, r) for k, r in zip(pairs["key"], pairs["raw_value"], strict=True)]
+    frame = frame.merge(pairs, on=["key", "raw_value"], how="left")
+    members = frame[frame["group_id"].notna() & ~frame["key"].isin(GROUP_IDENTITY_KEYS)]
+    instances = heads.select(list({*VERSION_COUNT_KEYS, *CLIENT_ID_COUNT_KEYS})).to_pandas()
+    named = instances[instances["client_id"].notna() & (instances["client_id"] != "")]
+    return {"value_counts": _sum(frame, VALUE_COUNT_KEYS), "group_counts": _sum(members, GROUP_COUNT_KEYS),
+            "version_counts": _sum(instances, VERSION_COUNT_KEYS, None),
+            "client_id_counts": _sum(named, CLIENT_ID_COUNT_KEYS, None)}
+
+
+def _json(observed: dict[str, str | None]) -> str:
+    return json.dumps(observed, ensure_ascii=False, separators=(",", ":"))
+
+
+def instance_alerts(fired: pa.Table, heads: pd.DataFrame, brokers: dict[str, tuple[int, str]]) -> pd.DataFrame:
+    """The per-instance alerts: the rules the instance pass found broken (kept where the rule applies to
+    the client type), CC015 and CC018 from the heads; ALERT_FIELDS columns."""
+    ids = heads[[IDS, "cluster_id", "client_id", "client_type", "group_id"]]
+    found = fired.to_pandas().merge(ids, on=IDS)
+    rules = {r.id: r for r in R.RULES}
+    scope = [not rules[rid].client_types or ctype in rules[rid].client_types
+             for rid, ctype in zip(found["rule_id"], found["client_type"], strict=True)]
+    found = found[scope].assign(keys=[",".join(rules[r].keys) for r in found["rule_id"][scope]],
+                                explanation=[rules[r].rationale for r in found["rule_id"][scope]])
+    missing = R.rule_by_id("CC015")
+    effective = heads["client_id"].fillna(heads["cfg_client_id"]).fillna("")
+    unnamed = heads[effective.str.contains(R.GENERATED_ID, regex=True)]
+    found = pd.concat([found, unnamed[list(ids.columns)].assign(
+        rule_id=missing.id, keys="client.id", explanation=missing.rationale,
+        observed_json=[_json({"client.id": v}) for v in unnamed["cfg_client_id"].astype(object).where(
+            unnamed["cfg_client_id"].notna(), None)])])
+    old = R.rule_by_id("CC018")
+    candidates = heads[heads["cluster_id"].isin([c for c, (major, _) in brokers.items() if major >= 4])]
+    software = list(zip(candidates["client_software_name"].astype(object).where(candidates["client_software_name"].notna(),
+                                                                                 None),
+                        candidates["client_software_version"].astype(object).where(
+                            candidates["client_software_version"].notna(), None), candidates["cluster_id"], strict=True))
+    aged = {pair: R.too_old(*pair) for pair in {(n, v) for n, v, _ in software}}
+    old_ones = [aged[(n, v)] for n, v, _ in software]
+    found = pd.concat([found, candidates.loc[np.array(old_ones, dtype=bool), list(ids.columns)].assign(
+        rule_id=old.id, keys=",".join(old.keys),
+        observed_json=[_json({"client_software_name": n, "client_software_version": v, "broker_version": brokers[c][1]})
+                       for (n, v, c), aged_one in zip(software, old_ones, strict=True) if aged_one],
+        explanation=[f"{old.rationale} Brokers run {brokers[c][1]}."
+                     for (_, _, c), aged_one in zip(software, old_ones, strict=True) if aged_one])])
+    found = found.astype(object).where(found.notna(), None)
+    found["severity"] = [rules[r].severity for r in found["rule_id"]]
+    found["title"] = [rules[r].title for r in found["rule_id"]]
+    found["doc_url"] = [rules[r].doc_url for r in found["rule_id"]]
+    found["alert_id"] = [_alert_id(*a) for a in zip(found["rule_id"], found["cluster_id"], found[IDS], found["group_id"],
+                                                    found["client_id"], found["keys"], strict=True)]
+    return found[list(ALERT_FIELDS)].reset_index(drop=True)
 
 
 def to_arrow(frame: pd.DataFrame, name: str, computed_at: datetime) -> pa.Table:

@@ -10,10 +10,8 @@ evaluated by the function named in ``fleet``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
 DOC = "https://kafka.apache.org/documentation/"
 SHARED_CLIENT_ID_THRESHOLD = 10
@@ -190,103 +188,58 @@ def rule_by_id(rule_id: str) -> Rule:
     raise KeyError(rule_id)
 
 
-def _alert_columns(rule: Rule, observed: Column, explanation: Column, alert_keys: Column) -> list[Column]:
-    """The config_alerts columns (before computed_at/schema_version) of one rule's match."""
-    return [
-        F.substring(F.sha2(F.concat_ws("|", F.lit(rule.id), F.col("cluster_id"),
-                                       F.coalesce(F.col("client_instance_id"), F.lit("")),
-                                       F.coalesce(F.col("group_id"), F.lit("")),
-                                       F.coalesce(F.col("client_id"), F.lit("")),
-                                       alert_keys), 256), 1, 20).alias("alert_id"),
-        F.lit(rule.id).alias("rule_id"),
-        F.lit(rule.severity).alias("severity"),
-        F.lit(rule.title).alias("title"),
-        F.col("cluster_id").alias("cluster_id"),
-        F.col("client_instance_id").alias("client_instance_id"),
-        F.col("client_id").alias("client_id"),
-        F.col("group_id").alias("group_id"),
-        F.col("client_type").alias("client_type"),
-        alert_keys.alias("keys"),
-        observed.alias("observed_json"),
-        explanation.alias("explanation"),
-        F.lit(rule.doc_url).alias("doc_url"),
-    ]
+# CC015: a client.id the client generated itself (or none). Evaluated with Python's re.search, as Spark's
+# rlike (Java's find) would evaluate it.
+GENERATED_ID = r"^(?:producer-[0-9]+|consumer-.*-?[0-9]+|adminclient-[0-9]+|rdkafka|)$"
+_INT_MAX = 2**31 - 1
 
 
-def _alert_frame(rule: Rule, df: DataFrame, observed: Column, explanation: Column) -> DataFrame:
-    """Shape matches rows into the config_alerts columns (before computed_at/schema_version)."""
-    keys = F.col("alert_keys") if "alert_keys" in df.columns else F.lit(",".join(rule.keys))
-    return df.select(*_alert_columns(rule, observed, explanation, keys))
+def _version_number(version: str) -> int | None:
+    """'2.0.1' -> 20001 (major*10000 + minor*100 + patch); None when unparsable."""
+    match = re.match(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", version)
+    if match is None:
+        return None
+    parts = [int(p) if p else 0 for p in match.groups()]
+    if max(parts) > _INT_MAX:
+        return None
+    return parts[0] * 10000 + parts[1] * 100 + parts[2]
 
 
-# CC015: a client.id the client generated itself (or none)
-_GENERATED_ID = r"^(producer-[0-9]+|consumer-.*-?[0-9]+|adminclient-[0-9]+|rdkafka|)$"
-
-
-def _version_number(version: Column) -> Column:
-    """'2.0.1' -> 20001 (major*10000 + minor*100 + patch); null when unparsable."""
-    parts = [F.regexp_extract(version, r"^v?(\d+)\.(\d+)(?:\.(\d+))?", i) for i in (1, 2, 3)]
-    number = (parts[0].cast("int") * 10000 + parts[1].cast("int") * 100
-              + F.coalesce(F.when(parts[2] != "", parts[2].cast("int")), F.lit(0)))
-    return F.when(parts[0] != "", number)
-
-
-def broker_major_versions(broker_snapshots: DataFrame) -> DataFrame:
-    """Per cluster_id: the highest broker major version seen in its latest poll."""
-    version = F.when(F.col("version_provenance").isin("reported", "zookeeper"),
-                     F.col("software_version")).when(
-        F.col("version_provenance") == "guessed", F.col("version_min"))
-    latest_poll = broker_snapshots.groupBy("cluster_id").agg(F.max("polled_at").alias("polled_at"))
-    return (
-        broker_snapshots.join(latest_poll, ["cluster_id", "polled_at"])
-        .withColumn("major", F.regexp_extract(version, r"^(\d+)\.", 1))
-        .where(F.col("major") != "")
-        .groupBy("cluster_id")
-        .agg(F.max(F.col("major").cast("int")).alias("broker_major"),
-             F.max(version).alias("broker_version"))
-    )
-
-
-TOO_OLD_COLUMNS = ("client_instance_id", "cluster_id", "client_id", "client_type",
-                   "client_software_name", "client_software_version", "group_id")
-
-
-def too_old_clients(heads: DataFrame) -> DataFrame:
-    """Instances (head rows with ``group_id``) whose client software predates what Kafka 4.x serves.
-
-    Does not depend on the brokers, so the job can keep it as a small per-instance index and
-    join it with the latest broker versions on every run (CC018).
-    """
-    name = F.lower(F.coalesce(F.col("client_software_name"), F.lit("")))
-    version = F.coalesce(F.col("client_software_version"), F.lit(""))
-    rd_version = F.regexp_extract(version, r"rdkafka[-_ ]?v?(\d+\.\d+(?:\.\d+)?)", 1)
+def too_old(software_name: str | None, software_version: str | None) -> bool:
+    """The client software predates what Kafka 4.x serves: Java < 2.1, librdkafka < 1.8.2 (KIP-896)."""
+    name, version = (software_name or "").lower(), software_version or ""
+    rd_match = re.search(r"rdkafka[-_ ]?v?([0-9]+\.[0-9]+(?:\.[0-9]+)?)", version)
+    rd_version = rd_match.group(1) if rd_match else ""
     java_min = MIN_JAVA_FOR_KAFKA4[0] * 10000 + MIN_JAVA_FOR_KAFKA4[1] * 100 + MIN_JAVA_FOR_KAFKA4[2]
     rd_min = (MIN_LIBRDKAFKA_FOR_KAFKA4[0] * 10000 + MIN_LIBRDKAFKA_FOR_KAFKA4[1] * 100
               + MIN_LIBRDKAFKA_FOR_KAFKA4[2])
-    is_java = name.contains("java")
-    is_rd = name.contains("rdkafka") | (rd_version != "")
-    rd_number = _version_number(F.when(rd_version != "", rd_version).otherwise(version))
-    too_old = (is_java & (_version_number(version) < java_min)) | (
-        ~is_java & is_rd & (rd_number < rd_min))
-    return heads.where(too_old).select(*TOO_OLD_COLUMNS)
+    if "java" in name:
+        number = _version_number(version)
+        return number is not None and number < java_min
+    if "rdkafka" in name or rd_version:
+        number = _version_number(rd_version or version)
+        return number is not None and number < rd_min
+    return False
 
 
-def client_too_old_alerts(too_old: DataFrame, brokers: DataFrame | None) -> DataFrame:
-    """CC018: too_old_clients() rows on clusters whose brokers run Kafka 4 or later."""
-    rule = rule_by_id("CC018")
-    if brokers is None:
-        return _alert_frame(rule, too_old.limit(0), F.lit("{}"), F.lit(""))
-    matched = too_old.join(brokers, "cluster_id").where(F.col("broker_major") >= 4)
-    observed = F.to_json(F.create_map(
-        F.lit("client_software_name"), F.col("client_software_name"),
-        F.lit("client_software_version"), F.col("client_software_version"),
-        F.lit("broker_version"), F.col("broker_version")))
-    explanation = F.concat(F.lit(f"{rule.rationale} Brokers run "), F.col("broker_version"),
-                           F.lit("."))
-    return _alert_frame(rule, matched, observed, explanation)
+def broker_majors(brokers: Iterable[tuple[str, str | None, str | None, str | None]]) -> dict[str, tuple[int, str]]:
+    """Per cluster: (highest broker major version, highest version) of its current brokers.
+
+    ``brokers``: (cluster_id, software_version, version_min, version_provenance) rows; a reported (or
+    ZooKeeper) version counts as is, a guessed one by its lower bound.
+    """
+    out: dict[str, tuple[int, str]] = {}
+    for cluster, software, minimum, provenance in brokers:
+        version = software if provenance in ("reported", "zookeeper") else minimum if provenance == "guessed" else None
+        match = re.match(r"([0-9]+)\.", version or "")
+        if version is None or match is None:
+            continue
+        major, best = out.get(cluster, (int(match.group(1)), version))
+        out[cluster] = (max(major, int(match.group(1))), max(best, version))
+    return out
 
 
-# Rules whose alerts depend only on one instance's own latest snapshot (and name it): on a
-# refresh they are evaluated for the changed instances only. CC018 is per instance too but also
-# depends on the brokers, so it is recomputed from the too_old_clients index on every run.
+# Rules whose alerts depend only on one instance's own latest snapshot (and name it): a refresh evaluates
+# them for the changed instances only. CC018 is per instance too but also depends on the brokers, so it is
+# evaluated on every run from the heads.
 PER_INSTANCE_RULE_IDS = tuple(r.id for r in RULES if r.condition is not None) + ("CC015",)

@@ -13,18 +13,17 @@ if TYPE_CHECKING:
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "FLEETVIEW_SPARK_MASTER"
 PARTITIONS_ENV = "FLEETVIEW_SPARK_SHUFFLE_PARTITIONS"
-# Client-config Parquet (dictionary-encoded, zstd) is about 8x smaller than its rows in a shuffle.
-EXPANSION = 8
-TARGET_PARTITION_BYTES = 64 * 1024 * 1024
+# Partitions are sized from rows (Parquet footers), never from compressed bytes: client-config
+# Parquet compresses anywhere from 8x to 60x, so bytes gave a 1,000,000-instance fleet 8 partitions.
+ROWS_PER_PARTITION = 500_000
 MAX_PARTITIONS = 400
-BROADCAST_BYTES = 32 * 1024 * 1024  # count tables and instance-id lists are broadcast, never shuffled
 # A small run (a few hundred instances) spends most of its time starting the JVM and warming it
-# up. Up to SMALL_RUN_BYTES of input (and state), a run gets SMALL_RUN_PARTITIONS shuffle
-# partitions and no whole-stage code generation (compiling each stage's Java costs more than it
-# saves on so few rows); a short-lived process (one `analyze`, then exit) also starts its JVM
-# with C1 only and the serial GC. C1-only code is slower at steady state, so never a session
-# that outlives one run (docs/spark.md, "Small runs").
-SMALL_RUN_BYTES = 256 * 1024  # the synthetic benchmark fleet: about 10,000 instances
+# up. Up to SMALL_RUN_ROWS rows, a run gets SMALL_RUN_PARTITIONS shuffle partitions and no
+# whole-stage code generation (compiling each stage's Java costs more than it saves on so few
+# rows); a short-lived process (one `analyze`, then exit) also starts its JVM with C1 only and the
+# serial GC. C1-only code is slower at steady state, so never a session that outlives one run
+# (docs/spark.md, "Small runs"). The code path is the same as for any other run.
+SMALL_RUN_ROWS = 400_000  # about 10,000 instances of 40 keys
 SMALL_RUN_PARTITIONS = 2
 SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # The driver's RPC and block-manager ports are unauthenticated unless spark.authenticate is on, and the driver
@@ -35,13 +34,11 @@ LOOPBACK = "127.0.0.1"
 
 @dataclass(frozen=True)
 class SizedSettings:
-    """Spark SQL settings chosen for one run from its input size and the cluster's cores (docs/spark.md)."""
+    """Spark SQL settings chosen for one run from the rows it reads and the cluster's cores (docs/spark.md)."""
 
-    input_bytes: int
+    rows: int
     cores: int
     shuffle_partitions: int
-    advisory_partition_bytes: int
-    broadcast_bytes: int
     overridden: bool = False
     small: bool = False  # SMALL_RUN_PARTITIONS, and no whole-stage code generation
 
@@ -51,40 +48,32 @@ class SizedSettings:
         return not self.small
 
 
-def sized_settings(input_bytes: int, cores: int, override: int | None = None, *,
-                   small: bool | None = None) -> SizedSettings:
-    """Shuffle partitions = clamp(input × EXPANSION / 64 MiB, 2 × cores, 400); AQE coalesces what is too small.
-
-    A small run (``small``, by default input_bytes ≤ SMALL_RUN_BYTES) gets SMALL_RUN_PARTITIONS.
-    """
+def sized_settings(rows: int, cores: int, override: int | None = None) -> SizedSettings:
+    """Shuffle partitions = clamp(rows / ROWS_PER_PARTITION, 2 × cores, MAX_PARTITIONS); SMALL_RUN_PARTITIONS
+    for a small run (rows ≤ SMALL_RUN_ROWS)."""
     cores = max(1, cores)
-    small = input_bytes <= SMALL_RUN_BYTES if small is None else small
-    wanted = math.ceil(max(0, input_bytes) * EXPANSION / TARGET_PARTITION_BYTES)
+    small = rows <= SMALL_RUN_ROWS
+    wanted = math.ceil(max(0, rows) / ROWS_PER_PARTITION)
     partitions = SMALL_RUN_PARTITIONS if small else min(MAX_PARTITIONS, max(2 * cores, wanted))
-    if override is not None:
-        partitions = override
-    return SizedSettings(input_bytes, cores, partitions, TARGET_PARTITION_BYTES, BROADCAST_BYTES,
-                         override is not None, small)
+    return SizedSettings(rows, cores, override or partitions, override is not None, small)
 
 
-def size_session(spark: SparkSession, input_bytes: int, *, small: bool | None = None) -> SizedSettings:
+def size_session(spark: SparkSession, rows: int) -> SizedSettings:
     """Apply sized_settings to a session for the coming run, whatever its master; returns what was set.
 
-    ``$FLEETVIEW_SPARK_SHUFFLE_PARTITIONS`` overrides the partition count.
+    Adaptive execution is off: the plan is written out (one shuffle of the latest rows into sized
+    partitions, broadcasts named by hints), and with it on, Spark runs every shuffle stage as a job
+    of its own and re-plans between them. ``$FLEETVIEW_SPARK_SHUFFLE_PARTITIONS`` overrides the
+    partition count.
     """
     raw = os.environ.get(PARTITIONS_ENV, "").strip()
-    override = int(raw) if raw.isdigit() and int(raw) > 0 else None
-    sized = sized_settings(input_bytes, spark.sparkContext.defaultParallelism, override, small=small)
+    sized = sized_settings(rows, spark.sparkContext.defaultParallelism,
+                           int(raw) if raw.isdigit() and int(raw) > 0 else None)
     for key, value in (
         ("spark.sql.shuffle.partitions", sized.shuffle_partitions),
         ("spark.sql.codegen.wholeStage", str(sized.whole_stage_codegen).lower()),
-        ("spark.sql.adaptive.enabled", "true"),
-        ("spark.sql.adaptive.coalescePartitions.enabled", "true"),
-        ("spark.sql.adaptive.advisoryPartitionSizeInBytes", sized.advisory_partition_bytes),
-        ("spark.sql.autoBroadcastJoinThreshold", sized.broadcast_bytes),
-        # A join on (instance, key) may use rows already partitioned by instance alone: the
-        # instance pass shuffles its rows once and keeps every later join inside the partitions.
-        ("spark.sql.requireAllClusterKeysForCoPartition", "false"),
+        ("spark.sql.adaptive.enabled", "false"),
+        ("spark.sql.autoBroadcastJoinThreshold", "-1"),  # only the hinted (driver-made) tables are broadcast
     ):
         spark.conf.set(key, str(value))
     return sized

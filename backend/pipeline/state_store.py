@@ -1,7 +1,14 @@
-"""The pipeline's incremental state store under lake/_state/pipeline: paths, state.json, instance rows, tallies.
+"""The pipeline's incremental state under lake/_state/pipeline: three small tables the driver keeps.
 
-``job.py`` orchestrates a run; this module owns where its state lives and how it is read, written and
-cleaned up (docs/spark.md, "Incremental refresh").
+- ``<generation>/heads.parquet``: one row per client instance, its latest snapshot (backend.pipeline.heads);
+- ``<generation>/counts.parquet``: instances per (cluster, client type, group.id, key, spelling, type,
+  is_default) over every instance's latest entries (what the value and group counts are made of);
+- ``<generation>/alerts.parquet``: the per-instance rules' alerts of every instance (instance, rule, values);
+- ``state.json`` names the current generation; it is written last, so a run that stops anywhere leaves
+  the previous state current. ``processed_files.json`` and ``broker_versions.json`` follow it: a crash
+  between them makes the next run read files already folded in, which changes nothing.
+
+A generation directory is written whole before state.json names it and is never changed after.
 """
 
 from __future__ import annotations
@@ -14,33 +21,26 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
 
-from backend.pipeline.instances import ENTRY_SCHEMA, HEAD_SCHEMA
-from backend.pipeline.tally import STAT
-from backend.store.atomic import read_json, write_json_atomic
+from backend.pipeline.heads import HEAD_SCHEMA
+from backend.store.atomic import read_json, write_json_atomic, write_parquet_atomic
 from backend.store.config_schemas import SCHEMA_VERSION
 from backend.store.location import parse_lake
 
 STATE_DIR = "_state/pipeline"
+STATE = "state.json"
 MANIFEST = "processed_files.json"
 BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
-STATE = "state.json"  # which instance base/segments and tally are current
-# 5: per instance one head row (backend.pipeline.instances.HEAD_SCHEMA) with its entry rows
-# beside it (ENTRY_SCHEMA), and one tally holding every count table. Older formats (4: entries in
-# an array on the instance row; 3: one row per key) are rebuilt by a full run.
-STATE_FORMAT = 5
-LATEST = "instances"  # one base plus appended segments, each with HEADS and ENTRIES
-HEADS = "heads"  # one row per instance
-ENTRIES = "entries"  # one row per (instance, key) of that instance's head snapshot
-AGG = "agg"  # the tally and the too-old index, one directory per generation
-COUNTS = "counts"  # every count table (backend.pipeline.instances.COUNT_LAYOUT) and the run's stats
-TOO_OLD = "too_old_clients"
-# Compact (rewrite the base from base + segments) when the segments hold more rows than this
-# fraction of the base, or when there are more than MAX_SEGMENTS of them.
-COMPACT_FRACTION = 0.25
-MAX_SEGMENTS = 32
-COUNT_TABLE_NAMES = ("value_counts", "group_counts", "version_counts", "client_id_counts")
+# 6: heads, counts and alerts kept by the driver. Older formats (5: heads and entries written by
+# Spark with a tally) are rebuilt by a full run.
+STATE_FORMAT = 6
+COUNT_SCHEMA = pa.schema([
+    ("cluster_id", pa.string()), ("client_type", pa.string()), ("group_id", pa.string()), ("key", pa.string()),
+    ("raw_value", pa.string()), ("type", pa.string()), ("is_default", pa.bool_()), ("n", pa.int64()),
+])
+ALERT_SCHEMA = pa.schema([("client_instance_id", pa.string()), ("rule_id", pa.string()),
+                          ("observed_json", pa.string())])
+SCHEMAS = {"heads": HEAD_SCHEMA, "counts": COUNT_SCHEMA, "alerts": ALERT_SCHEMA}
 
 
 @dataclass
@@ -48,24 +48,19 @@ class PipelineState:
     """The current incremental state, as recorded in state.json."""
 
     generation: int
-    base: str
-    base_rows: int
-    segments: list[str]
-    segment_rows: int
-    agg: str
+    tables: str  # the generation directory holding heads, counts and alerts
     window_days: float | None
 
     def to_json(self) -> dict[str, object]:
-        return {"format": STATE_FORMAT, "schema_version": SCHEMA_VERSION,
-                "generation": self.generation, "base": self.base, "base_rows": self.base_rows,
-                "segments": self.segments, "segment_rows": self.segment_rows, "agg": self.agg,
-                "window_days": self.window_days}
+        return {"format": STATE_FORMAT, "schema_version": SCHEMA_VERSION, "generation": self.generation,
+                "tables": self.tables, "window_days": self.window_days}
 
 
 class LakePaths:
     """Paths of one lake for pyarrow (listing, state files, renames) and for Spark."""
 
     def __init__(self, lake: str) -> None:
+        self.lake = lake
         self.where = parse_lake(lake)
         self.fs, self.root, self.spark_root = self.where.fs, self.where.root, self.where.spark_uri
 
@@ -79,31 +74,22 @@ class LakePaths:
         return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
 
     def config_files(self) -> list[str]:
-        """client_configs Parquet files relative to the table (hidden and temp files skipped)."""
-        return sorted(self.config_file_sizes())
-
-    def config_file_sizes(self) -> dict[str, int]:
-        """config_files() with their sizes in bytes (from the same listing)."""
+        """client_configs Parquet files relative to the table (hidden and temp files skipped), sorted."""
         base = self.path("client_configs")
         if self.fs.get_file_info(base).type != pafs.FileType.Directory:
-            return {}
-        selector = pafs.FileSelector(base, recursive=True)
-        found: dict[str, int] = {}
-        for info in self.fs.get_file_info(selector):
+            return []
+        found = []
+        for info in self.fs.get_file_info(pafs.FileSelector(base, recursive=True)):
             rel = posixpath.relpath(info.path, base)
             if info.type == pafs.FileType.File and rel.endswith(".parquet") and not any(
                 part.startswith((".", "_")) for part in rel.split("/")
             ):
-                found[rel] = int(info.size or 0)
-        return found
+                found.append(rel)
+        return sorted(found)
 
-    def tree_bytes(self, *parts: str) -> int:
-        """Total size of the files under a directory (0 when absent), from one listing."""
-        base = self.path(*parts)
-        if self.fs.get_file_info(base).type != pafs.FileType.Directory:
-            return 0
-        return sum(int(i.size or 0) for i in self.fs.get_file_info(pafs.FileSelector(base, recursive=True))
-                   if i.type == pafs.FileType.File)
+    def config_rows(self, files: list[str]) -> int:
+        """Rows of client_configs files, from their Parquet footers (what the partitions are sized from)."""
+        return sum(pq.read_metadata(self.path("client_configs", f), filesystem=self.fs).num_rows for f in files)
 
     def read_json(self, *parts: str) -> object:
         return read_json(self.where, self.path(*parts))
@@ -111,17 +97,12 @@ class LakePaths:
     def write_json(self, obj: object, *parts: str) -> None:
         write_json_atomic(self.where, self.path(*parts), obj)
 
-    def replace_dir(self, df: DataFrame, *parts: str) -> None:
-        """Write df as Parquet next to the target, then swap it into place."""
-        self._swap_in(lambda tmp: df.write.mode("overwrite").parquet(self.spark_path(*tmp)), parts)
-
     def replace_dir_table(self, table: pa.Table, *parts: str) -> None:
         """Write an Arrow table as one Parquet file in a directory next to the target, then swap it in."""
 
         def write(tmp: list[str]) -> None:
             self.fs.create_dir(self.path(*tmp), recursive=True)
-            pq.write_table(table, self.path(*tmp, "part-0.parquet"), filesystem=self.fs,
-                           compression="zstd")
+            pq.write_table(table, self.path(*tmp, "part-0.parquet"), filesystem=self.fs, compression="zstd")
 
         self._swap_in(write, parts)
 
@@ -141,89 +122,45 @@ class LakePaths:
 def load_state(paths: LakePaths) -> PipelineState | None:
     """The recorded incremental state, or None when absent, of another format or incomplete."""
     meta = paths.read_json(STATE_DIR, STATE)
-    if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
-        return None
-    if meta.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT or meta.get("schema_version") != SCHEMA_VERSION:
         return None
     try:
-        state = PipelineState(int(meta["generation"]), str(meta["base"]), int(meta["base_rows"]),
-                       [str(x) for x in meta["segments"]], int(meta["segment_rows"]),
-                       str(meta["agg"]), meta.get("window_days"))
+        state = PipelineState(int(meta["generation"]), str(meta["tables"]), meta.get("window_days"))
     except (KeyError, TypeError, ValueError):
         return None
-    dirs = [(LATEST, d, part) for d in (state.base, *state.segments) for part in (HEADS, ENTRIES)]
-    dirs += [(AGG, state.agg, name) for name in (COUNTS, TOO_OLD)]
-    if not all(paths.exists(STATE_DIR, *parts) for parts in dirs):
+    if not all(paths.exists(STATE_DIR, state.tables, f"{name}.parquet") for name in SCHEMAS):
         return None
     return state
 
 
+def empty_tables() -> dict[str, pa.Table]:
+    """The state of a lake nothing has been folded into."""
+    return {name: schema.empty_table() for name, schema in SCHEMAS.items()}
+
+
+def read_tables(paths: LakePaths, state: PipelineState) -> dict[str, pa.Table]:
+    """A generation's heads, counts and alerts."""
+    return {name: pq.read_table(paths.path(STATE_DIR, state.tables, f"{name}.parquet"), filesystem=paths.fs,
+                                schema=schema) for name, schema in SCHEMAS.items()}
+
+
+def write_tables(paths: LakePaths, tables: dict[str, pa.Table], generation: int) -> str:
+    """Write a new generation directory (each file atomically); returns its name."""
+    name = f"g{generation:06d}-{uuid.uuid4().hex[:8]}"
+    for table, schema in SCHEMAS.items():
+        write_parquet_atomic(paths.where, paths.path(STATE_DIR, name, f"{table}.parquet"),
+                             tables[table].select(schema.names).cast(schema))
+    return name
+
+
 def cleanup(paths: LakePaths, state: PipelineState) -> None:
-    """Delete latest-row and count-table directories the committed state no longer names."""
-    keep = {LATEST: {state.base, *state.segments}, AGG: {state.agg}}
-    for sub, names in keep.items():
-        base = paths.path(STATE_DIR, sub)
-        if paths.fs.get_file_info(base).type != pafs.FileType.Directory:
+    """Delete what the committed state no longer names (older generations, older formats' directories)."""
+    keep = {STATE, MANIFEST, BROKER_VERSIONS, state.tables}
+    base = paths.path(STATE_DIR)
+    for info in paths.fs.get_file_info(pafs.FileSelector(base)):
+        if info.base_name in keep:
             continue
-        for info in paths.fs.get_file_info(pafs.FileSelector(base)):
-            if info.base_name in names:
-                continue
-            if info.type == pafs.FileType.Directory:
-                paths.fs.delete_dir(info.path)
-            else:
-                paths.fs.delete_file(info.path)
-
-
-def read_heads(spark: SparkSession, paths: LakePaths, dirs: list[str]) -> DataFrame:
-    """The head rows of the base and segments named by dirs, as one DataFrame."""
-    return spark.read.schema(HEAD_SCHEMA).parquet(*[paths.spark_path(STATE_DIR, LATEST, d, HEADS) for d in dirs])
-
-
-def read_entries(spark: SparkSession, paths: LakePaths, dirs: list[str]) -> DataFrame:
-    """The entry rows of the base and segments named by dirs, as one DataFrame."""
-    return spark.read.schema(ENTRY_SCHEMA).parquet(*[paths.spark_path(STATE_DIR, LATEST, d, ENTRIES)
-                                                     for d in dirs])
-
-
-def write_part(paths: LakePaths, name: str, part: str, frame: DataFrame) -> None:
-    """Write the HEADS or ENTRIES of base or segment ``name`` (replaced atomically)."""
-    paths.replace_dir(frame, STATE_DIR, LATEST, name, part)
-
-
-def read_agg(spark: SparkSession, paths: LakePaths, agg: str, name: str) -> DataFrame:
-    """The tally (COUNTS) or the too-old index of a generation."""
-    return spark.read.parquet(paths.spark_path(STATE_DIR, AGG, agg, name))
-
-
-def write_agg(paths: LakePaths, frames: dict[str, DataFrame], agg: str) -> None:
-    """Write a generation's tables, each replaced atomically."""
-    for name, frame in frames.items():
-        paths.replace_dir(frame.repartition(1), STATE_DIR, AGG, agg, name)
-
-
-def read_counts(paths: LakePaths, agg: str) -> pa.Table:
-    """A generation's tally (every count table and the run's statistics), read with pyarrow."""
-    import pyarrow.dataset as ds
-
-    return ds.dataset(paths.path(STATE_DIR, AGG, agg, COUNTS), filesystem=paths.fs,
-                      format="parquet").to_table()
-
-
-def read_stats(paths: LakePaths, agg: str) -> dict[str, int]:
-    """The statistics a run wrote into its tally, and ``instances`` (sum of version_counts).
-
-    Read with pyarrow from the written file: no Spark job.
-    """
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    data = ds.dataset(paths.path(STATE_DIR, AGG, agg, COUNTS), filesystem=paths.fs, format="parquet")
-    table = data.to_table(columns=["t", "n"], filter=pc.starts_with(pc.field("t"), STAT)
-                          | (pc.field("t") == "version_counts"))
-    stats: dict[str, int] = {}
-    for t, n in zip(table.column("t").to_pylist(), table.column("n").to_pylist(), strict=True):
-        name = t[len(STAT):] if t.startswith(STAT) else "instances"
-        stats[name] = stats.get(name, 0) + int(n)
-    return stats
-
-
+        if info.type == pafs.FileType.Directory:
+            paths.fs.delete_dir(info.path)
+        else:
+            paths.fs.delete_file(info.path)

@@ -53,14 +53,15 @@ def process_tree_rss(pid: int | None = None) -> int:
 def recover_interrupted_swaps(lake: str) -> list[str]:
     """Undo what a run stopped between its directory swaps left behind: restore a moved-away table, drop temps.
 
-    Only directories the pipeline's swap creates (results/.tmp-<name>-<hex>, results/.old-<name>-<hex>, and the
-    same under _state/pipeline) are touched; call it only while no analyze runs.
+    Only directories the pipeline's swap creates (results/.tmp-<name>-<hex>, results/.old-<name>-<hex>) are
+    touched; call it only while no analyze runs. (The pipeline's state needs no recovery: a generation is
+    named by state.json only once written whole.)
     """
-    from backend.pipeline.state_store import STATE_DIR, LakePaths
+    from backend.pipeline.state_store import LakePaths
 
     paths = LakePaths(lake)
     done: list[str] = []
-    for parent in ("results", STATE_DIR, posixpath.join(STATE_DIR, "instances")):
+    for parent in ("results",):
         base = paths.path(parent)
         if paths.fs.get_file_info(base).type != pafs.FileType.Directory:
             continue

@@ -3,10 +3,10 @@
 The hand-made fleet exercises what the delta accounting must get right: new instances, updated
 instances (values, group.id, client.id), an instance moving cluster, snapshots older than the
 state, a duplicate re-ingest, a (received_at, snapshot_id) tie, two snapshots of one new
-instance in one file, a broker upgrade without new configs, and compaction. After every refresh
-each results table is compared with a --full run on a copy of the lake, and the --full results
-with the direct transforms (the reference definitions) over every row. The counts prove that a
-refresh touched only the changed instances.
+instance in one file, a broker upgrade without new configs, and a file the state needs gone.
+After every refresh each results table is compared with a --full run on a copy of the lake, and
+the --full results with the direct transforms (the reference definitions) over every row. The
+counts prove that a refresh touched only the changed instances.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from backend.pipeline import job
 from backend.pipeline.job import SPARK_RESULTS, AnalysisSummary, run_analysis
+from backend.pipeline.state_store import STATE_DIR, LakePaths, load_state
 from backend.store.config_schemas import arrow_schema, spark_schema
 from backend.store.tables import read_table
 from tests.unit.pipeline import reference as T
@@ -138,8 +137,7 @@ def assert_full_matches_reference(spark: SparkSession, lake: Path) -> None:
         "group_drift": T.group_drift(latest),
         "client_versions": T.client_versions(latest),
         "config_alerts": T.evaluate_rules(
-            T.instance_configs(latest), group_drift=T.group_drift(latest),
-            brokers=job._broker_versions(spark, job._Lake(str(lake)))),
+            T.instance_configs(latest), group_drift=T.group_drift(latest), brokers=_brokers(spark, lake)),
     }
     for name, frame in reference.items():
         columns = [f.name for f in spark_schema(name).fields if f.name not in ("computed_at", "schema_version")]
@@ -148,30 +146,39 @@ def assert_full_matches_reference(spark: SparkSession, lake: Path) -> None:
     latest.unpersist()
 
 
+def _brokers(spark: SparkSession, lake: Path) -> DataFrame | None:
+    """The reference's broker major versions, from the broker_snapshots the polls wrote."""
+    if not (lake / "broker_snapshots").exists():
+        return None
+    return T.broker_major_versions(spark.read.option("basePath", str(lake / "broker_snapshots")).parquet(
+        str(lake / "broker_snapshots")))
+
+
 def rule_hits(tables: dict[str, list[dict[str, Any]]], rule_id: str) -> set[str | None]:
     return {a["client_instance_id"] or a["client_id"] or a["group_id"]
             for a in tables["config_alerts"] if a["rule_id"] == rule_id}
 
 
-def assert_only(summary: AnalysisSummary, *, new: int, updated: int, delta_rows: int,
-                written: int, rewritten: int = 0) -> None:
+def assert_only(summary: AnalysisSummary, *, new: int, updated: int, added: int, removed: int, reread: int) -> None:
+    """What a refresh touched: the changed instances' entries counted, the replaced ones' taken out."""
     assert not summary.full and summary.full_reason == ""
     assert (summary.instances_new, summary.instances_updated) == (new, updated)
-    assert summary.instances_changed == summary.instances_evaluated == new + updated
-    assert summary.delta_rows == delta_rows
-    assert summary.state_rows_written == written
-    assert summary.state_rows_rewritten == rewritten
-    assert summary.compacted == (rewritten > 0)
+    assert summary.instances_changed == new + updated
+    assert (summary.rows_added, summary.rows_removed, summary.files_reread) == (added, removed, reread)
+    assert summary.spark_jobs <= 8
 
 
-def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def rows_of(*snapshots: list[dict[str, Any]]) -> int:
+    return sum(len(s) for s in snapshots)
+
+
+def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path) -> None:
     lake, scratch = tmp_path / "lake", tmp_path / "scratch"
     scratch.mkdir()
-    monkeypatch.setattr(job, "COMPACT_FRACTION", 100.0)  # no compaction until asked for below
     write_file(lake, "r0", initial_fleet())
     write_poll(lake, {"east": "4.0.0", "west": "3.9.0"})
     first = run_analysis(str(lake))
-    assert first.full and first.instances == 27
+    assert first.full and first.instances == 27 and first.spark_jobs <= 8
     tables = assert_equals_full(spark, lake, scratch)
     assert rule_hits(tables, "CC018") == {instance_id("legacy")}  # legacy-rd: west runs 3.9
     assert rule_hits(tables, "CC016") == set()  # 10 instances share "shared-app": at the threshold
@@ -187,10 +194,9 @@ def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypa
     write_file(lake, "r1", r1)
     s1 = run_analysis(str(lake))
     assert (s1.files_processed, s1.records_read, s1.snapshots_read) == (1, len(r1), 6)
-    # One state row per instance. plus: the 6 instances of r1; minus: the state rows of C0, P1,
-    # P3 and W0 they replace.
-    assert_only(s1, new=2, updated=4, delta_rows=6 + 4, written=6)
-    assert s1.instances == 29 and s1.state_rows_matched == 4
+    # counted: the entries of r1's 6 instances; taken out: the old entries of C0, P1, P3 and W0 (read from r0)
+    assert_only(s1, new=2, updated=4, added=len(r1), removed=5 + 4 + 4 + 4, reread=1)
+    assert s1.instances == 29
     tables = assert_equals_full(spark, lake, scratch)
     assert rule_hits(tables, "CC016") == {"shared-app"}
     assert instance_id("P3") in rule_hits(tables, "CC004")
@@ -204,56 +210,55 @@ def test_refreshes_equal_full_runs(spark: SparkSession, tmp_path: Path, monkeypa
     tie_lose = consumer("C2", "orders", "30000", snapshot="00000000-0000-4000-8000-000000000000")
     twice = (consumer("N2", "orders", "10000", at=t2 - timedelta(minutes=10))
              + consumer("N2", "orders", "45000", at=t2))
-    r2 = (late + tie_win + tie_lose + twice
-          + consumer("C0", "billing", "45000", at=t2)                   # billing agrees again
-          + snap("legacy", {"acks": "all"}, software=JAVA_NEW, client_id="legacy", at=t2)
-          + producer("P10", "all", "5", client_id="other-app", at=t2))  # shared-app back to 10
-    write_file(lake, "r2", r2)
+    c0 = consumer("C0", "billing", "45000", at=t2)  # billing agrees again
+    legacy = snap("legacy", {"acks": "all"}, software=JAVA_NEW, client_id="legacy", at=t2)
+    p10 = producer("P10", "all", "5", client_id="other-app", at=t2)  # shared-app back to 10
+    write_file(lake, "r2", late + tie_win + tie_lose + twice + c0 + legacy + p10)
     write_file(lake, "r1-again", r1)  # the same snapshots ingested twice
     s2 = run_analysis(str(lake))
     assert (s2.files_processed, s2.snapshots_read) == (2, 8 + 6)
-    # changed: C1 (tie won), N2 (new), C0, legacy, P10; minus: C1, C0, legacy, P10
-    assert_only(s2, new=1, updated=4, delta_rows=5 + 4, written=5)
-    # matched: the state rows of every instance with a new snapshot (P2, C1, C2, C0, legacy,
-    # P10 from r2; N1, P1, P3, W0 from r1 again), changed or not
-    assert s2.state_rows_matched == 10
+    # changed: C1 (tie won), N2 (new, its later snapshot), C0, legacy, P10; their old entries are in r0 and r1
+    assert_only(s2, new=1, updated=4, added=rows_of(tie_win, twice[5:], c0, legacy, p10), removed=5 + 5 + 1 + 4,
+                reread=2)
     tables = assert_equals_full(spark, lake, scratch)
     assert rule_hits(tables, "CC016") == set()
     assert rule_hits(tables, "CC018") == set()
     assert "billing" not in rule_hits(tables, "CC017")
 
-    # Refresh 3: west's brokers move to 4.x, no new configs: only CC018 changes.
+    # Refresh 3: west's brokers move to 4.x, no new configs: only CC018 changes, and no Spark job runs.
     write_poll(lake, {"west": "4.1.0"})
     s3 = run_analysis(str(lake))
     assert not s3.skipped and s3.files_processed == 0
-    assert_only(s3, new=0, updated=0, delta_rows=0, written=0)
-    assert s3.state_rows_scanned == 0 and s3.state_rows_matched == 0
+    assert_only(s3, new=0, updated=0, added=0, removed=0, reread=0)
+    assert s3.spark_jobs == 0
     tables = assert_equals_full(spark, lake, scratch)
     assert rule_hits(tables, "CC018") == {instance_id("legacy-rd")}
 
-    # Refresh 4: compaction forced: the base is rewritten from base + segments.
-    monkeypatch.setattr(job, "COMPACT_FRACTION", 0.0)
+    # Refresh 4: one updated, one new instance.
     t4 = T0 + timedelta(hours=4)
     r4 = (producer("W1", "all", "25", cluster="west", client_id="west-1", at=t4)
           + producer("N3", None, "3", cluster="west", client_id="west-9", at=t4))
     write_file(lake, "r4", r4)
     s4 = run_analysis(str(lake))
-    assert s4.compacted and s4.state_rows_rewritten > 0
-    state = job._load_state(job._Lake(str(lake)))
-    assert state is not None and state.segments == [] and state.base_rows == s4.state_rows_rewritten
-    assert state.base_rows == s4.instances == 31  # one row per instance
+    assert_only(s4, new=1, updated=1, added=len(r4), removed=4, reread=1)
+    state = load_state(LakePaths(str(lake)))
+    assert state is not None and s4.instances == 31
     versions = read_table(str(lake), "results/client_versions").to_pylist()
-    assert sum(r["instances"] for r in versions) == state.base_rows
-    assert_only(s4, new=1, updated=1, delta_rows=2 + 1, written=2, rewritten=state.base_rows)
+    assert sum(r["instances"] for r in versions) == 31  # one head per instance
     assert_equals_full(spark, lake, scratch)
 
-    # Refresh 5: after compaction, appends again without rewriting anything.
-    monkeypatch.setattr(job, "COMPACT_FRACTION", 100.0)
-    r5 = producer("P4", "1", "7", client_id="shared-app", at=T0 + timedelta(hours=5))
-    write_file(lake, "r5", r5)
+    # Refresh 5: a file the state needs (the old entries of P1) is gone: a full run instead.
+    (lake / "client_configs" / "date=2026-11-20" / "r1.parquet").unlink()
+    write_file(lake, "r5", producer("P1", "1", "7", client_id="shared-app", at=T0 + timedelta(hours=5)))
     s5 = run_analysis(str(lake))
-    assert_only(s5, new=0, updated=1, delta_rows=2, written=1)
-    assert s5.state_rows_scanned == state.base_rows
+    assert s5.full and "gone" in s5.full_reason and s5.instances == 31  # r1-again still holds r1's snapshots
+    assert_equals_full(spark, lake, scratch)
+
+    # Refresh 6: incremental again.
+    r6 = producer("P4", "1", "7", client_id="shared-app", at=T0 + timedelta(hours=6))
+    write_file(lake, "r6", r6)
+    s6 = run_analysis(str(lake))
+    assert_only(s6, new=0, updated=1, added=4, removed=4, reread=1)
     assert_equals_full(spark, lake, scratch)
     assert run_analysis(str(lake)).skipped
 
@@ -267,7 +272,9 @@ def test_window_and_missing_state_fall_back_to_full(spark: SparkSession, tmp_pat
     write_file(lake, "r1", producer("P0", "0", "5", at=T0 + timedelta(hours=1)))
     after_window = run_analysis(str(lake))  # results were windowed: a refresh must not build on them
     assert after_window.full and after_window.instances == 27
-    shutil.rmtree(lake / "_state" / "pipeline" / "agg")
+    state = load_state(LakePaths(str(lake)))
+    assert state is not None
+    shutil.rmtree(lake / STATE_DIR / state.tables)
     write_file(lake, "r2", producer("P1", "0", "5", at=T0 + timedelta(hours=1)))
     broken = run_analysis(str(lake))
     assert broken.full and broken.full_reason.startswith("no incremental state")

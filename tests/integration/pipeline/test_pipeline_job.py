@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from backend.configs.ingest import ingest_sink
-from backend.pipeline import job
+from backend.pipeline import spark as spark_settings
 from backend.pipeline.cli import add_analyze_arguments, run_analyze_command
 from backend.pipeline.job import SPARK_RESULTS, run_analysis
 from backend.pipeline.spark import SMALL_RUN_PARTITIONS
@@ -52,6 +52,7 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any, 
     assert first.shuffle_partitions == SMALL_RUN_PARTITIONS
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
     assert first.records_read == 200 * KEYS_PER_SNAPSHOT
+    assert first.spark_jobs <= 8  # the two passes' collects and the one broadcast
     assert first.quarantined == 1 and first.sensitive_dropped == 200 * 4
     for name in SPARK_RESULTS:
         names = pq.read_schema(next((tmp_path / "lake" / "results" / name).glob("part-*.parquet"))).names
@@ -73,7 +74,7 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any, 
     second = run_analysis(lake)
     assert (second.files_processed, second.snapshots_read) == (1, 2)
     assert second.records_read == 2 * KEYS_PER_SNAPSHOT
-    assert second.instances == 202
+    assert second.instances == 202 and second.spark_jobs <= 8
     incremental = _dist(lake)
     assert ("east", "producer", "acks", "all", 101, 101, 1.0) in incremental
 
@@ -85,7 +86,7 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any, 
     assert "sensitive dropped:   808" in out and "quarantined (total): 1" in out
 
     # the same lake as if it were large: the sized settings, the same results
-    monkeypatch.setattr(job, "SMALL_RUN_BYTES", 0)
+    monkeypatch.setattr(spark_settings, "SMALL_RUN_ROWS", 0)
     full = run_analysis(lake, full=True)
     assert (full.files_processed, full.snapshots_read, full.instances) == (2, 202, 202)
     assert full.shuffle_partitions == 2 * spark.sparkContext.defaultParallelism

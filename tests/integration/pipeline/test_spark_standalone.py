@@ -139,7 +139,7 @@ def test_analyze_on_a_standalone_cluster_equals_local(spark_cluster: str, tmp_pa
     assert all(flag in cold.stdout for flag in SHORT_RUN_JAVA_OPTIONS.split()), cold.stdout
     done = _run([sys.executable, "-m", "backend", "analyze", "--lake", str(on_cluster), "--master", spark_cluster],
                 tmp_path)
-    sized = re.search(r"(\d+) shuffle partitions for [\d.]+ MiB on (\d+) cores", done.stdout)
+    sized = re.search(r"(\d+) shuffle partitions for \d+ rows on (\d+) cores", done.stdout)
     assert sized, done.stdout  # sized for this master too, not Spark's 200
     assert int(sized.group(1)) == SMALL_RUN_PARTITIONS < 200  # a small lake
     _run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", spark_cluster, "--conf", "spark.executor.memory=1g",

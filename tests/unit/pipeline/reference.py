@@ -2,10 +2,11 @@
 
 Row-level Spark transforms over client_configs rows (latest snapshot per instance with
 ``dropDuplicates``, distributions, drift, count tables, ...) and the rule evaluation over a
-``cfg`` map per instance (one scan per rule, or one projection). The job computes the same
-results another way: hash-aggregate passes over head and entry rows (backend.pipeline.instances,
-tally, alerts) and pandas over the count tables (backend.pipeline.results). These definitions
-are simple enough to trust; the tests compare the job's output with them.
+``cfg`` map per instance (one scan per rule, or one projection), CC018 included (the client-too-old
+index and the brokers' major versions). The job computes the same results another way: two Spark
+passes (backend.pipeline.passes), heads picked on the driver (backend.pipeline.heads) and pandas
+over the count tables (backend.pipeline.results). These definitions are simple enough to trust;
+the tests compare the job's output with them.
 """
 
 from __future__ import annotations
@@ -16,29 +17,26 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from backend.pipeline.alerts import ALERT_FIELDS
-from backend.pipeline.instances import INSTANCE_COLUMNS
+from backend.pipeline.heads import INSTANCE_COLUMNS
 from backend.pipeline.normalize import normalized_value_col
-from backend.pipeline.rules import (
-    _GENERATED_ID,
-    _PLACEHOLDER,
-    GROUP_CONSISTENCY_KEYS,
-    PER_INSTANCE_RULE_IDS,
-    RULES,
-    SHARED_CLIENT_ID_THRESHOLD,
-    Rule,
-    _alert_columns,
-    _alert_frame,
-    client_too_old_alerts,
-    rule_by_id,
-    too_old_clients,
-)
-from backend.pipeline.tally import (
+from backend.pipeline.results import (
     CLIENT_ID_COUNT_KEYS,
     GROUP_COUNT_KEYS,
     GROUP_IDENTITY_KEYS,
     VALUE_COUNT_KEYS,
     VERSION_COUNT_KEYS,
+)
+from backend.pipeline.rules import (
+    _PLACEHOLDER,
+    GENERATED_ID,
+    GROUP_CONSISTENCY_KEYS,
+    MIN_JAVA_FOR_KAFKA4,
+    MIN_LIBRDKAFKA_FOR_KAFKA4,
+    PER_INSTANCE_RULE_IDS,
+    RULES,
+    SHARED_CLIENT_ID_THRESHOLD,
+    Rule,
+    rule_by_id,
 )
 from backend.store.config_schemas import NUMERIC_CONFIG_TYPES
 
@@ -399,6 +397,103 @@ def superseding(new_heads: DataFrame, old_heads: DataFrame) -> DataFrame:
 
 # --- Rules: one scan per rule over instance_configs() ------------------------------------
 
+def _alert_columns(rule: Rule, observed: Column, explanation: Column, alert_keys: Column) -> list[Column]:
+    """The config_alerts columns (before computed_at/schema_version) of one rule's match."""
+    return [
+        F.substring(F.sha2(F.concat_ws("|", F.lit(rule.id), F.col("cluster_id"),
+                                       F.coalesce(F.col("client_instance_id"), F.lit("")),
+                                       F.coalesce(F.col("group_id"), F.lit("")),
+                                       F.coalesce(F.col("client_id"), F.lit("")),
+                                       alert_keys), 256), 1, 20).alias("alert_id"),
+        F.lit(rule.id).alias("rule_id"),
+        F.lit(rule.severity).alias("severity"),
+        F.lit(rule.title).alias("title"),
+        F.col("cluster_id").alias("cluster_id"),
+        F.col("client_instance_id").alias("client_instance_id"),
+        F.col("client_id").alias("client_id"),
+        F.col("group_id").alias("group_id"),
+        F.col("client_type").alias("client_type"),
+        alert_keys.alias("keys"),
+        observed.alias("observed_json"),
+        explanation.alias("explanation"),
+        F.lit(rule.doc_url).alias("doc_url"),
+    ]
+
+
+def _alert_frame(rule: Rule, df: DataFrame, observed: Column, explanation: Column) -> DataFrame:
+    """Shape matches rows into the config_alerts columns (before computed_at/schema_version)."""
+    keys = F.col("alert_keys") if "alert_keys" in df.columns else F.lit(",".join(rule.keys))
+    return df.select(*_alert_columns(rule, observed, explanation, keys))
+
+
+def _version_number(version: Column) -> Column:
+    """'2.0.1' -> 20001 (major*10000 + minor*100 + patch); null when unparsable."""
+    parts = [F.regexp_extract(version, r"^v?(\d+)\.(\d+)(?:\.(\d+))?", i) for i in (1, 2, 3)]
+    number = (parts[0].cast("int") * 10000 + parts[1].cast("int") * 100
+              + F.coalesce(F.when(parts[2] != "", parts[2].cast("int")), F.lit(0)))
+    return F.when(parts[0] != "", number)
+
+
+BROKER_COLUMNS = ("cluster_id string, polled_at timestamp, software_version string, version_min string, "
+                  "version_provenance string")
+
+
+def broker_major_versions(broker_snapshots: DataFrame) -> DataFrame:
+    """Per cluster_id: the highest broker major version seen in its latest poll."""
+    version = F.when(F.col("version_provenance").isin("reported", "zookeeper"),
+                     F.col("software_version")).when(
+        F.col("version_provenance") == "guessed", F.col("version_min"))
+    latest_poll = broker_snapshots.groupBy("cluster_id").agg(F.max("polled_at").alias("polled_at"))
+    return (
+        broker_snapshots.join(latest_poll, ["cluster_id", "polled_at"])
+        .withColumn("major", F.regexp_extract(version, r"^(\d+)\.", 1))
+        .where(F.col("major") != "")
+        .groupBy("cluster_id")
+        .agg(F.max(F.col("major").cast("int")).alias("broker_major"),
+             F.max(version).alias("broker_version"))
+    )
+
+
+TOO_OLD_COLUMNS = ("client_instance_id", "cluster_id", "client_id", "client_type",
+                   "client_software_name", "client_software_version", "group_id")
+
+
+def too_old_clients(heads: DataFrame) -> DataFrame:
+    """Instances (head rows with ``group_id``) whose client software predates what Kafka 4.x serves.
+
+    Does not depend on the brokers, so the job can keep it as a small per-instance index and
+    join it with the latest broker versions on every run (CC018).
+    """
+    name = F.lower(F.coalesce(F.col("client_software_name"), F.lit("")))
+    version = F.coalesce(F.col("client_software_version"), F.lit(""))
+    rd_version = F.regexp_extract(version, r"rdkafka[-_ ]?v?(\d+\.\d+(?:\.\d+)?)", 1)
+    java_min = MIN_JAVA_FOR_KAFKA4[0] * 10000 + MIN_JAVA_FOR_KAFKA4[1] * 100 + MIN_JAVA_FOR_KAFKA4[2]
+    rd_min = (MIN_LIBRDKAFKA_FOR_KAFKA4[0] * 10000 + MIN_LIBRDKAFKA_FOR_KAFKA4[1] * 100
+              + MIN_LIBRDKAFKA_FOR_KAFKA4[2])
+    is_java = name.contains("java")
+    is_rd = name.contains("rdkafka") | (rd_version != "")
+    rd_number = _version_number(F.when(rd_version != "", rd_version).otherwise(version))
+    too_old = (is_java & (_version_number(version) < java_min)) | (
+        ~is_java & is_rd & (rd_number < rd_min))
+    return heads.where(too_old).select(*TOO_OLD_COLUMNS)
+
+
+def client_too_old_alerts(too_old: DataFrame, brokers: DataFrame | None) -> DataFrame:
+    """CC018: too_old_clients() rows on clusters whose brokers run Kafka 4 or later."""
+    rule = rule_by_id("CC018")
+    if brokers is None:
+        return _alert_frame(rule, too_old.limit(0), F.lit("{}"), F.lit(""))
+    matched = too_old.join(brokers, "cluster_id").where(F.col("broker_major") >= 4)
+    observed = F.to_json(F.create_map(
+        F.lit("client_software_name"), F.col("client_software_name"),
+        F.lit("client_software_version"), F.col("client_software_version"),
+        F.lit("broker_version"), F.col("broker_version")))
+    explanation = F.concat(F.lit(f"{rule.rationale} Brokers run "), F.col("broker_version"),
+                           F.lit("."))
+    return _alert_frame(rule, matched, observed, explanation)
+
+
+
 def compile_condition(condition: str) -> str:
     """Expand the rule placeholders into Spark SQL over the ``cfg`` map column."""
 
@@ -436,7 +531,7 @@ def evaluate_instance_rule(rule: Rule, configs: DataFrame) -> DataFrame:
 
 def _missing_client_id(rule: Rule, configs: DataFrame, **_: DataFrame | None) -> DataFrame:
     effective = F.coalesce(F.col("client_id"), F.col("cfg")["client.id"], F.lit(""))
-    matched = _with_ids(configs).where(effective.rlike(_GENERATED_ID))
+    matched = _with_ids(configs).where(effective.rlike(GENERATED_ID))
     return _alert_frame(rule, matched, _observed(("client.id",)), F.lit(rule.rationale))
 
 
@@ -521,45 +616,7 @@ def evaluate_rules(
     return result
 
 
-# Rules whose alerts depend only on one instance's own latest snapshot (and name it): on a
-
 def instance_alerts(configs: DataFrame) -> DataFrame:
     """Alerts of the PER_INSTANCE_RULE_IDS rules over instance_configs() (one union per rule)."""
     return evaluate_rules(configs, group_drift=None,
                           rules=tuple(rule_by_id(i) for i in PER_INSTANCE_RULE_IDS))
-
-
-def _instance_match(rule: Rule) -> Column:
-    """When one instance (a row with cfg and identity columns) breaks a per-instance rule."""
-    if rule.condition is None:  # CC015, the one per-instance rule not written as a condition
-        effective = F.coalesce(F.col("client_id"), F.col("cfg")["client.id"], F.lit(""))
-        return effective.rlike(_GENERATED_ID)
-    present = " AND ".join(f"map_contains_key(cfg, '{k}')" for k in rule.keys)
-    match = F.expr(f"({present}) AND ({compile_condition(rule.condition)})")
-    if rule.client_types:
-        match = F.col("client_type").isin(*rule.client_types) & match
-    return match
-
-
-def instance_alerts_projection(configs: DataFrame) -> DataFrame:
-    """instance_alerts() in one projection: every per-instance rule is one column of one select.
-
-    The same rows as instance_alerts(); no union of one scan per rule.
-    """
-    candidates = []
-    for rule_id in PER_INSTANCE_RULE_IDS:
-        rule = rule_by_id(rule_id)
-        alert = F.struct(*_alert_columns(rule, _observed(rule.keys), F.lit(rule.rationale),
-                                         F.lit(",".join(rule.keys))))
-        candidates.append(F.when(_instance_match(rule), alert))
-    fired = F.filter(F.array(*candidates), lambda a: a.isNotNull())
-    return _with_ids(configs).select(F.explode(fired).alias("a")).select(
-        *[F.col(f"a.{name}").alias(name) for name in ALERT_FIELDS])
-
-
-def fleet_alerts(client_ids: DataFrame, group_drift: DataFrame, too_old: DataFrame,
-                 brokers: DataFrame | None) -> DataFrame:
-    """CC016, CC017 and CC018 from client_id_counts(), group_drift and too_old_clients()."""
-    return (shared_client_id_alerts(client_ids)
-            .unionByName(group_disagreement_alerts(group_drift))
-            .unionByName(client_too_old_alerts(too_old, brokers)))

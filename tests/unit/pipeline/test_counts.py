@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -84,13 +84,27 @@ def test_merge_delta_equals_counts_of_new_latest(spark: SparkSession, latest: Da
 
 
 def test_superseding_orders_by_received_at_then_snapshot_id(spark: SparkSession) -> None:
+    """The driver's supersede (backend.pipeline.heads) against the reference definition."""
+    import pyarrow as pa
+
+    from backend.pipeline.heads import HEAD_SCHEMA, supersede
+
+    def heads(rows: list[tuple[str, datetime, str]]) -> pa.Table:
+        return pa.Table.from_pylist([{"client_instance_id": i, "received_at": at, "snapshot_id": s, "files": []}
+                                     for i, at, s in rows], schema=HEAD_SCHEMA)
+
+    old = [("a", T0, "s5"), ("b", T0, "s5"), ("c", T0, "s5"), ("d", T0, "s5")]
+    new = [("a", T0 + timedelta(seconds=1), "s1"),  # later: supersedes
+           ("b", T0, "s6"),                          # same time, greater id: supersedes
+           ("c", T0, "s5"),                          # the same snapshot again: no change
+           ("d", T0 - timedelta(seconds=1), "s9"),   # older: no change
+           ("e", T0, "s1")]                          # not in the state: new
     schema = "client_instance_id string, received_at timestamp, snapshot_id string"
-    old = spark.createDataFrame([("a", T0, "s5"), ("b", T0, "s5"), ("c", T0, "s5"), ("d", T0, "s5")], schema)
-    new = spark.createDataFrame(
-        [("a", T0 + timedelta(seconds=1), "s1"),  # later: supersedes
-         ("b", T0, "s6"),                          # same time, greater id: supersedes
-         ("c", T0, "s5"),                          # the same snapshot again: no change
-         ("d", T0 - timedelta(seconds=1), "s9"),   # older: no change
-         ("e", T0, "s1")], schema)                 # not in the state: new
-    got = {(r["client_instance_id"], r["updated"]) for r in T.superseding(new, old).collect()}
-    assert got == {("a", True), ("b", True), ("e", False)}
+    expected = {(r["client_instance_id"], r["updated"]) for r in T.superseding(
+        spark.createDataFrame(new, schema), spark.createDataFrame(old, schema)).collect()}
+    after, changed, replaced = supersede(heads(old), heads(new))
+    assert expected == {("a", True), ("b", True), ("e", False)}
+    assert {(i, i in replaced["client_instance_id"].to_pylist()) for i in changed["client_instance_id"].to_pylist()
+            } == expected
+    assert sorted(zip(after["client_instance_id"].to_pylist(), after["snapshot_id"].to_pylist(), strict=True)) == [
+        ("a", "s1"), ("b", "s6"), ("c", "s5"), ("d", "s5"), ("e", "s1")]

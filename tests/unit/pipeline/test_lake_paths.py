@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from backend.configs.ingest import ingest_sink
-from backend.pipeline.job import _Lake
 from backend.pipeline.spark import DEFAULT_MASTER, MASTER_ENV, resolve_master
+from backend.pipeline.state_store import LakePaths as _Lake
 from tests.unit.configs.helpers import cfg, record, write_jsonl
 
 

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from backend.pipeline.catalog import render_rules_markdown
-from backend.pipeline.rules import RULES, broker_major_versions
+from backend.pipeline.rules import RULES
 from tests.unit.pipeline import reference as T
 from tests.unit.pipeline.fleet import T0, frame, instance_id, rows_for
 from tests.unit.pipeline.reference import compile_condition, evaluate_rules
@@ -92,18 +92,19 @@ def _fleet() -> list[dict[str, Any]]:
     return rows
 
 
+# broker rows of two clusters: k4 runs 4.x since its latest poll, k3 runs 3.9
+BROKERS = [("k4", T0 - timedelta(days=1), "3.9.0", None, "reported"),
+           ("k4", T0, "4.1.0", None, "reported"),
+           ("k4", T0, None, "4.0", "guessed"),
+           ("k3", T0, "3.9.0", None, "zookeeper")]
+
+
 @pytest.fixture(scope="module")
 def alerts(spark: SparkSession) -> list[dict[str, Any]]:
     latest = T.latest_snapshots(frame(spark, _fleet()))
-    brokers = spark.createDataFrame(
-        [("k4", T0 - timedelta(days=1), "3.9.0", None, "reported"),
-         ("k4", T0, "4.1.0", None, "reported"),
-         ("k4", T0, None, "4.0", "guessed"),
-         ("k3", T0, "3.9.0", None, "zookeeper")],
-        "cluster_id string, polled_at timestamp, software_version string, version_min string, "
-        "version_provenance string")
+    brokers = spark.createDataFrame(BROKERS, T.BROKER_COLUMNS)
     result = evaluate_rules(T.instance_configs(latest), group_drift=T.group_drift(latest),
-                            brokers=broker_major_versions(brokers))
+                            brokers=T.broker_major_versions(brokers))
     return [row.asDict() for row in result.collect()]
 
 

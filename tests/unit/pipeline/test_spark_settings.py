@@ -1,4 +1,4 @@
-"""Spark settings sized from the input for any master, and the job's module layout (issue 12, items 4-5)."""
+"""Spark settings sized from the rows read for any master, and the job's module layout."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from backend.pipeline import job, state_store
 from backend.pipeline.spark import (
     MAX_PARTITIONS,
     PARTITIONS_ENV,
-    SMALL_RUN_BYTES,
     SMALL_RUN_PARTITIONS,
+    SMALL_RUN_ROWS,
     size_session,
     sized_settings,
 )
@@ -21,43 +20,43 @@ from backend.pipeline.spark import (
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize(("input_bytes", "cores", "expected"), [
+@pytest.mark.parametrize(("rows", "cores", "expected"), [
     (0, 2, SMALL_RUN_PARTITIONS),    # nothing to read: a small run
-    (SMALL_RUN_BYTES, 64, SMALL_RUN_PARTITIONS),  # small whatever the cores
-    (10 * 2**20, 2, 4),              # a few MiB: 2 x cores
-    (400 * 2**20, 2, 50),            # 400 MiB of Parquet x 8 / 64 MiB
-    (400 * 2**20, 64, 128),          # a big cluster: never fewer than 2 x cores
-    (100 * 2**30, 8, MAX_PARTITIONS),  # capped; AQE coalesces what is too small
+    (SMALL_RUN_ROWS, 64, SMALL_RUN_PARTITIONS),  # small whatever the cores
+    (SMALL_RUN_ROWS + 1, 2, 4),      # 2 x cores
+    (3_900_000, 2, 8),               # 100,000 instances of 39 keys: 500,000 rows a partition
+    (39_000_000, 2, 78),             # 1,000,000 instances (their Parquet compresses 60x: rows, not bytes)
+    (39_000_000, 64, 128),           # a big cluster: never fewer than 2 x cores
+    (10**10, 8, MAX_PARTITIONS),     # capped
 ])
-def test_shuffle_partitions_follow_the_input_and_the_cores(input_bytes: int, cores: int, expected: int) -> None:
-    assert sized_settings(input_bytes, cores).shuffle_partitions == expected
+def test_shuffle_partitions_follow_the_rows_and_the_cores(rows: int, cores: int, expected: int) -> None:
+    assert sized_settings(rows, cores).shuffle_partitions == expected
 
 
 def test_size_session_sets_the_sql_settings_and_honours_the_override(spark: Any, monkeypatch: pytest.MonkeyPatch
                                                                      ) -> None:
-    sized = size_session(spark, 400 * 2**20)
-    assert spark.conf.get("spark.sql.shuffle.partitions") == str(sized.shuffle_partitions)
-    assert spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled") == "true"
-    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == str(sized.broadcast_bytes)
+    sized = size_session(spark, 39_000_000)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(sized.shuffle_partitions) == "78"
+    # the plan is written out: no re-planning between stages, and only the hinted tables are broadcast
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1"
     monkeypatch.setenv(PARTITIONS_ENV, "7")
-    assert size_session(spark, 400 * 2**20).shuffle_partitions == 7
+    assert size_session(spark, 39_000_000).shuffle_partitions == 7
     assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
 
 
 def test_small_inputs_get_the_small_run_settings_and_large_ones_do_not(spark: Any) -> None:
-    small, large = sized_settings(SMALL_RUN_BYTES, 2), sized_settings(SMALL_RUN_BYTES + 1, 2)
+    small, large = sized_settings(SMALL_RUN_ROWS, 2), sized_settings(SMALL_RUN_ROWS + 1, 2)
     assert small.small and not small.whole_stage_codegen and small.shuffle_partitions == SMALL_RUN_PARTITIONS
     assert not large.small and large.whole_stage_codegen and large.shuffle_partitions == 4
-    # the job decides on its input plus its state: a small read over a large state is not small
-    assert not sized_settings(0, 2, small=False).small
     try:
         size_session(spark, 0)
         assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
         assert spark.conf.get("spark.sql.shuffle.partitions") == str(SMALL_RUN_PARTITIONS)
     finally:
-        size_session(spark, 400 * 2**20)
+        size_session(spark, 39_000_000)
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "50"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "78"
 
 
 def _imports(path: Path) -> set[str]:
@@ -76,10 +75,6 @@ def test_job_does_not_import_the_cli_and_nothing_under_backend_edits_sys_path() 
              if "sys.path.insert" in p.read_text(encoding="utf-8") or "sys.path.append" in p.read_text(encoding="utf-8")]
     assert edits == []
     assert "backend.pipeline.cli" in _imports(ROOT / "spark_analyze.py")  # the spark-submit entry file
-
-
-def test_the_state_store_names_every_count_table_the_job_writes() -> None:
-    assert tuple(job.COUNT_TABLES) == state_store.COUNT_TABLE_NAMES
 
 
 def test_the_driver_listens_on_loopback_unless_the_fleet_file_names_an_address() -> None:

@@ -1,0 +1,102 @@
+"""The two Spark passes of a run, each ending in one collect to the driver (docs/spark.md, "The plan").
+
+1. ``snapshot_table``: one row per (snapshot, file) of the files read, with its row count and the
+   group.id / client.id values it reported; a hash aggregate whose partial aggregation leaves about
+   one row per snapshot before its shuffle. The driver picks each instance's latest snapshot from it
+   (backend.pipeline.heads).
+2. ``instance_pass``: the rows of the snapshots the driver wants (a broadcast join with its table:
+   instance, snapshot, class, weight) shuffled once by instance. In those partitions one sort puts
+   each snapshot's rows in key order, and
+   - one entry per (snapshot, key) (the smallest spelling when a key is reported twice) is counted by
+     (class, key, spelling, type, is_default) with the snapshot's weight: +1, or -1 for the snapshot a
+     refresh replaces. The class stands for the snapshot's (cluster, client type, group.id);
+   - the per-instance rules: one aggregation per snapshot of the rows of the keys they read (their
+     normalised values as columns), every condition compiled onto those columns, and the alerts that
+     fire with the values they show.
+   Both results come back in one collect.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from backend.pipeline.heads import CAPTURED, IDS, INSTANCE_COLUMNS
+from backend.pipeline.normalize import normalized_value_col
+from backend.pipeline.rules import _PLACEHOLDER, PER_INSTANCE_RULE_IDS, rule_by_id
+from backend.store.config_schemas import spark_schema
+
+# The rules written as conditions; CC015 (client.id) is evaluated on the driver from the heads.
+RULES = tuple(r for r in map(rule_by_id, PER_INSTANCE_RULE_IDS) if r.condition is not None)
+RULE_KEYS = tuple(sorted({k for r in RULES for k in (*r.keys, *(m[1] for m in _PLACEHOLDER.findall(r.condition or "")))}))
+ENTRY = ("raw_value", "type", "is_default")  # of two entries for one key, the smaller by these is kept
+
+
+def read_rows(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """client_configs rows of the given Spark paths, with the table's declared schema."""
+    return spark.read.schema(spark_schema("client_configs")).parquet(*paths)
+
+
+def snapshot_table(rows: DataFrame) -> pa.Table:
+    """Per (snapshot, its identity, file) and captured value: the row count ``n`` (pass 1, one collect)."""
+    captured = F.col("key").isin(*CAPTURED)
+    return rows.groupBy(*INSTANCE_COLUMNS, F.col("_metadata.file_path").alias("file"),
+                        F.when(captured, F.col("key")).alias("pk"),
+                        F.when(captured, F.col("value")).alias("pv")).agg(
+        F.count(F.lit(1)).alias("n")).toArrow()
+
+
+def _condition(condition: str) -> str:
+    """A rule condition as Spark SQL over the per-snapshot columns (k<i> = struct of the normalised value)."""
+
+    def expand(match: re.Match[str]) -> str:
+        kind, key = match.groups()
+        col = f"k{RULE_KEYS.index(key)}"
+        return {"num": f"try_cast({col}.v AS DOUBLE)", "str": f"lower({col}.v)", "has": f"({col} IS NOT NULL)"}[kind]
+
+    return _PLACEHOLDER.sub(expand, condition)
+
+
+def _fired() -> Column:
+    """The (rule_id, observed_json) of every rule an instance breaks (client types are checked on the driver)."""
+    fired = []
+    for rule in RULES:
+        present = " AND ".join(f"(k{RULE_KEYS.index(k)} IS NOT NULL)" for k in rule.keys)
+        observed = F.to_json(F.create_map(*[c for k in rule.keys
+                                            for c in (F.lit(k), F.col(f"k{RULE_KEYS.index(k)}.v"))]))
+        fired.append(F.when(F.expr(f"({present}) AND ({_condition(rule.condition or '')})"),
+                            F.struct(F.lit(rule.id).alias("rule_id"), observed.alias("observed_json"))))
+    return F.filter(F.array(*fired), lambda alert: alert.isNotNull())
+
+
+def instance_pass(rows: DataFrame, wanted: DataFrame, partitions: int) -> pa.Table:
+    """Counts by (cls, key, raw_value, type, is_default) -> ``n``, and alerts (IDS, rule_id, observed_json).
+
+    ``wanted``: (client_instance_id, snapshot_id, cls, w), one row per snapshot, made on the driver.
+    """
+    return instance_frame(rows, wanted, partitions).toArrow()
+
+
+def instance_frame(rows: DataFrame, wanted: DataFrame, partitions: int) -> DataFrame:
+    """The instance pass as one DataFrame (its plan is in docs/spark.md); see instance_pass."""
+    latest = rows.select(IDS, "snapshot_id", "key", F.col("value").alias("raw_value"), "type", "is_default").join(
+        F.broadcast(wanted), [IDS, "snapshot_id"]).repartition(partitions, IDS).withColumn("_h", F.xxhash64(IDS))
+    # The sort leads with a hash of the instance, a number: rows are ordered by it, and only the rows
+    # of one instance are compared as strings.
+    snapshot = ["_h", IDS, "snapshot_id"]
+    order = [*snapshot, "key", *ENTRY]
+    entries = latest.sortWithinPartitions(*order).groupBy(*snapshot, "key").agg(
+        F.first(F.struct(*ENTRY, "cls", "w")).alias("e")).select("key", "e.*")
+    counts = entries.groupBy("cls", "key", *ENTRY).agg(F.sum("w").alias("n"))
+    # The rules read the changed instances' rows of the keys they name. The weight is kept as a column
+    # (and filtered after the aggregation) so both branches broadcast the very same table: one broadcast.
+    read = latest.where(F.col("key").isin(*RULE_KEYS)).sortWithinPartitions(*order).select(
+        *snapshot, "key", "w", "cls", F.struct(normalized_value_col("key", "raw_value").alias("v")).alias("e"))
+    values = read.groupBy(*snapshot).agg(F.min("w").alias("_w"), F.min("cls").alias("_c"), *[
+        F.first(F.when(F.col("key") == key, F.col("e")), ignorenulls=True).alias(f"k{i}")
+        for i, key in enumerate(RULE_KEYS)]).where((F.col("_w") > 0) & F.col("_c").isNotNull())
+    alerts = values.select(IDS, F.explode(_fired()).alias("a")).select(IDS, "a.rule_id", "a.observed_json")
+    return counts.unionByName(alerts, allowMissingColumns=True)
