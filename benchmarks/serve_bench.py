@@ -4,7 +4,7 @@ warm: the demo's client fleet (400 instances pushed over KIP-1324 to the lab and
 analysed, side by side in one run, by `python -m backend analyze --full` in a new process (cold: interpreter,
 JVM, first-query warm-up) and by the service's analyze worker (`python -m backend.service.worker analyze`,
 one SparkSession kept between runs, requests over its channel, timed from request to answer), interleaved,
-`--runs` each. `--mode full`: both recompute everything, so every run does the same work; `--mode refresh`:
+`--runs` each; both for this checkout and for the `--baseline` git ref (main), exported with `git archive`. `--mode full`: both recompute everything, so every run does the same work; `--mode refresh`:
 before each pair 1 % of the instances get a new snapshot in two copies of the lake and each side refreshes its
 copy (the service's run on every interval). Then the worker runs `--rss-runs` more full runs and its RSS
 (Python + JVM) is sampled.
@@ -68,12 +68,13 @@ def _demo_lake(workdir: Path, clients: int) -> Path:
 class WarmWorker:
     """The service's analyze worker, driven over its channel as the supervisor drives it."""
 
-    def __init__(self, workdir: Path, lake: Path, master: str) -> None:
+    def __init__(self, workdir: Path, lake: Path, master: str, root: Path = REPO) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
         fleet = workdir / "fleet.toml"
         fleet.write_text(f'[settings]\nspark_master = "{master}"\n', encoding="utf-8")
         self.child = ChildProcess("analyze", [sys.executable, "-m", "backend.service.worker", "analyze", "--config",
                                               str(fleet), "--lake", str(lake), "--master", master],
-                                  workdir / "analyze.log", cwd=REPO, with_channel=True, term_leader_only=True)
+                                  workdir / "analyze.log", cwd=root, with_channel=True, term_leader_only=True)
         began = time.monotonic()
         self.child.start()
         assert self.child.channel is not None
@@ -106,10 +107,10 @@ class WarmWorker:
         self.child.stop()
 
 
-def _cold(lake: Path, master: str, full: bool) -> float:
+def _cold(lake: Path, master: str, full: bool, root: Path = REPO) -> float:
     began = time.monotonic()
     subprocess.run([sys.executable, "-m", "backend", "analyze", "--lake", str(lake), "--master", master,
-                    *(["--full"] if full else [])], cwd=REPO, check=True, capture_output=True, timeout=1800)
+                    *(["--full"] if full else [])], cwd=root, check=True, capture_output=True, timeout=1800)
     return time.monotonic() - began
 
 
@@ -149,63 +150,70 @@ def _new_snapshots(lakes: list[Path], share: float, seed: int) -> int:
     return len(latest)
 
 
-def bench_warm(runs: int, rss_runs: int, clients: int, master: str, mode: str) -> dict[str, Any]:
-    """Cold vs warm analyses of the demo's client fleet, interleaved; then the driver's RSS over many runs.
+def bench_warm(runs: int, rss_runs: int, clients: int, master: str, mode: str, baseline: str) -> dict[str, Any]:
+    """Cold vs warm analyses of the demo's client fleet, interleaved, for this checkout ("new") and, side by side
+    in the same run, the ``baseline`` git ref ("main"); then the new driver's RSS over many runs.
 
-    mode full: every run recomputes everything; refresh: before each pair the same 1 % of instances get a new
-    snapshot in two copies of the lake, and each side refreshes its own copy (what the service does on its interval).
+    mode full: every run recomputes everything; refresh: before each round the same 1 % of instances get a new
+    snapshot in every copy of the lake, and each side refreshes its own copy (what the service does on its interval).
     """
     import shutil
+
+    from benchmarks.pipeline_bench import export_ref
 
     full = mode == "full"
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
         workdir = Path(tmp)
         lake = _demo_lake(workdir, clients)
-        cold_lake = workdir / "lake-cold"
-        worker = WarmWorker(workdir, lake, master)
+        roots = {"new": REPO, **({"main": export_ref(baseline, workdir / "baseline")} if baseline else {})}
+        sides: dict[str, dict[str, Any]] = {}
+        workers: dict[str, WarmWorker] = {}
         try:
-            first_warm, answer = worker.run()  # the session's first queries (what a just-started service pays)
-            instances = answer["detail"].get("instances")
-            shutil.copytree(lake, cold_lake)
-            cold: list[float] = []
-            warm: list[float] = []
+            for name, root in roots.items():
+                shutil.copytree(lake, workdir / f"{name}-warm")
+                shutil.copytree(lake, workdir / f"{name}-cold")
+                workers[name] = WarmWorker(workdir / name, workdir / f"{name}-warm", master, root)
+                first_warm, answer = workers[name].run()  # the session's first queries (what a just-started service pays)
+                sides[name] = {"worker_startup_s": round(workers[name].startup_s, 2), "first_warm_run_s": round(first_warm, 2),
+                               "instances": answer["detail"].get("instances"), "cold": [], "warm": [], "jobs": []}
             changed = 0
             for n in range(runs):
                 if not full:
-                    changed = _new_snapshots([lake, cold_lake], 0.01, seed=n)
-                cold.append(_cold(cold_lake, master, full))
-                warm.append(worker.run(full)[0])
-            rss = [worker.rss()]  # after each run (the worker collects garbage after each one)
+                    changed = _new_snapshots([workdir / f"{name}-{kind}" for name in roots for kind in ("warm", "cold")],
+                                             0.01, seed=n)
+                for name in (list(roots) if n % 2 == 0 else list(roots)[::-1]):
+                    sides[name]["cold"].append(_cold(workdir / f"{name}-cold", master, full, roots[name]))
+                    seconds, answer = workers[name].run(full)
+                    sides[name]["warm"].append(seconds)
+                    sides[name]["jobs"].append(answer["detail"].get("spark_jobs"))
+            rss = [workers["new"].rss()]  # after each run (the worker collects garbage after each one)
             for _ in range(rss_runs):
-                worker.run(True)
-                rss.append(worker.rss())
+                workers["new"].run(True)
+                rss.append(workers["new"].rss())
         finally:
-            worker.stop()
-    cold_median, warm_median = statistics.median(cold), statistics.median(warm)
+            for worker in workers.values():
+                worker.stop()
+    result: dict[str, Any] = {"mode": mode, "instances_changed_per_refresh": None if full else changed, "master": master,
+                              "baseline": baseline, "load_avg_after": [round(x, 1) for x in psutil.getloadavg()],
+                              "targets": {"warm_s": 3.0, "ratio": 0.25, "rss_growth": 0.10}}
+    for name, side in sides.items():
+        cold_median, warm_median = statistics.median(side["cold"]), statistics.median(side["warm"])
+        result[name] = {**{k: v for k, v in side.items() if k not in ("cold", "warm")},
+                        "cold_runs_s": [round(x, 2) for x in side["cold"]], "warm_runs_s": [round(x, 2) for x in side["warm"]],
+                        "cold_median_s": round(cold_median, 2), "warm_median_s": round(warm_median, 2),
+                        "ratio_warm_over_cold": round(warm_median / cold_median, 3)}
+    if "main" in result:
+        result["new_warm_over_main_warm"] = round(result["new"]["warm_median_s"] / result["main"]["warm_median_s"], 3)
+        result["new_cold_over_main_cold"] = round(result["new"]["cold_median_s"] / result["main"]["cold_median_s"], 3)
     # A run's garbage collection leaves the heap at different sizes: compare the medians of the first and the
     # last ten samples (the trend), and report single samples every 10 runs.
     window = min(10, len(rss))
     base, end = statistics.median(rss[:window]), statistics.median(rss[-window:])
-    rss_samples = [(runs + 1 + i, value) for i, value in enumerate(rss) if i % 10 == 0 or i == len(rss) - 1]
-    return {
-        "mode": mode,
-        "instances": instances,
-        "instances_changed_per_refresh": None if full else changed,
-        "master": master,
-        "worker_startup_s": round(worker.startup_s, 2),
-        "first_warm_run_s": round(first_warm, 2),
-        "cold_runs_s": [round(x, 2) for x in cold],
-        "warm_runs_s": [round(x, 2) for x in warm],
-        "cold_median_s": round(cold_median, 2),
-        "warm_median_s": round(warm_median, 2),
-        "ratio_warm_over_cold": round(warm_median / cold_median, 3),
-        "targets": {"warm_s": 3.0, "ratio": 0.25},
-        "rss_mb_by_run": [(n, round(b / 2**20, 1)) for n, b in rss_samples],
-        "rss_mb_first_10_median": round(base / 2**20, 1),
-        "rss_mb_last_10_median": round(end / 2**20, 1),
-        "rss_growth": round(end / base - 1, 3) if base else None,
-        "rss_target_growth": 0.10,
-    }
+    result["new"].update({
+        "rss_mb_by_run": [(i, round(b / 2**20, 1)) for i, b in enumerate(rss) if i % 10 == 0 or i == len(rss) - 1],
+        "rss_mb_first_10_median": round(base / 2**20, 1), "rss_mb_last_10_median": round(end / 2**20, 1),
+        "rss_growth": round(end / base - 1, 3) if base else None})
+    return result
 
 
 def _sample(pids: dict[str, int]) -> dict[str, tuple[float, int]]:
@@ -321,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     warm.add_argument("--clients", type=int, default=400)
     warm.add_argument("--master", default="local[*]")
     warm.add_argument("--mode", choices=("full", "refresh"), default="full")
+    warm.add_argument("--baseline", default="main", help="git ref run side by side with this checkout ('' for none)")
     res = sub.add_parser("resources", help="CPU and RSS of each component of serve on a benchmark fleet")
     res.add_argument("--clusters", type=int, default=20)
     res.add_argument("--topics", type=int, default=2000)
@@ -330,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     res.add_argument("--analyze-interval", type=float, default=120)
     args = parser.parse_args(argv)
     if args.what == "warm":
-        result = bench_warm(args.runs, args.rss_runs, args.clients, args.master, args.mode)
+        result = bench_warm(args.runs, args.rss_runs, args.clients, args.master, args.mode, args.baseline)
     else:
         result = bench_resources(args.clusters, args.topics, args.seconds, args.clients, args.poll_interval,
                                  args.analyze_interval)

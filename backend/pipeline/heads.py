@@ -86,7 +86,9 @@ def heads_of(snapshots: pa.Table, table_uri: str) -> tuple[pa.Table, int, int]:
     for key in CAPTURED:
         mask = pc.fill_null(pc.equal(t["pk"], key), False)
         raw = _smallest_per_group(group[mask.to_numpy(zero_copy_only=False)], t["pv"].filter(mask).combine_chunks(), size)
-        captured[key] = pa.array([normalize_value(key, v) for v in raw.to_pylist()], pa.string())
+        spellings = pc.dictionary_encode(raw)  # normalised once per distinct spelling
+        normal = pa.array([normalize_value(key, v) for v in spellings.dictionary.to_pylist()], pa.string())
+        captured[key] = pc.take(normal, spellings.indices)
     groups = t.take(pa.array(np.nonzero(starts)[0])).select(list(INSTANCE_COLUMNS))
     groups = groups.append_column("group_id", captured["group.id"]).append_column(
         "cfg_client_id", captured["client.id"]).append_column("rows", by_group["n_sum"].cast(pa.int64())).append_column(
@@ -115,12 +117,13 @@ def supersede(prior: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table, pa.Ta
 
 
 def wanted(changed: pa.Table, replaced: pa.Table) -> tuple[pa.Table, pd.DataFrame]:
-    """The instance pass's input: (instance, snapshot, cls, w) with w +1 for a changed head and -1 for the
-    head it replaces; and the classes: cls -> (cluster_id, client_type, group_id)."""
+    """The instance pass's input: (instance, snapshot, sid, cls, w), sid numbering the snapshots, w +1 for a
+    changed head and -1 for the head it replaces; and the classes: cls -> (cluster_id, client_type, group_id)."""
     both = pa.concat_tables([changed.select([IDS, "snapshot_id", *CLASS_COLUMNS]),
                              replaced.select([IDS, "snapshot_id", *CLASS_COLUMNS])])
     frame = both.select(list(CLASS_COLUMNS)).to_pandas()
     cls = frame.groupby(list(CLASS_COLUMNS), dropna=False, sort=False).ngroup().to_numpy(np.int32)
     classes = frame.assign(cls=cls).drop_duplicates("cls").set_index("cls").sort_index()
     weights = np.concatenate([np.ones(changed.num_rows, np.int32), -np.ones(replaced.num_rows, np.int32)])
-    return pa.table({IDS: both[IDS], "snapshot_id": both["snapshot_id"], "cls": cls, "w": weights}), classes
+    return pa.table({IDS: both[IDS], "snapshot_id": both["snapshot_id"], "sid": np.arange(both.num_rows, dtype=np.int32),
+                     "cls": cls, "w": weights}), classes

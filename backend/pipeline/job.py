@@ -262,8 +262,11 @@ def _fold(spark: SparkSession, paths: LakePaths, tables: dict[str, pa.Table], ch
                       **{c: delta[c] for c in ("key", "raw_value", "type", "is_default", "n")}})
     counts = pa.concat_tables([tables["counts"], delta.cast(COUNT_SCHEMA)])
     keys = [c for c in COUNT_SCHEMA.names if c != "n"]
-    counts = counts.group_by(keys, use_threads=False).aggregate([("n", "sum")]).rename_columns([*keys, "n"])
-    fired = out.filter(pc.is_valid(out["rule_id"])).select([H.IDS, "rule_id", "observed_json"])
+    counts = counts.group_by(keys, use_threads=False).aggregate([("n", "sum")]).select([*keys, "n_sum"]).rename_columns(
+        [*keys, "n"])
+    fired = out.filter(pc.is_valid(out["rule_id"]))
+    fired = pa.table({H.IDS: pc.take(wanted[H.IDS], fired["sid"]), "rule_id": fired["rule_id"],
+                      "observed_json": fired["observed_json"]})
     prior = tables["alerts"]
     return {"counts": counts.filter(pc.not_equal(counts["n"], 0)),
             "alerts": pa.concat_tables([prior.filter(pc.invert(pc.is_in(prior[H.IDS], value_set=changed[H.IDS].combine_chunks()))),

@@ -5,8 +5,8 @@
    one row per snapshot before its shuffle. The driver picks each instance's latest snapshot from it
    (backend.pipeline.heads).
 2. ``instance_pass``: the rows of the snapshots the driver wants (a broadcast join with its table:
-   instance, snapshot, class, weight) shuffled once by instance. In those partitions one sort puts
-   each snapshot's rows in key order, and
+   instance, snapshot, snapshot number, class, weight) shuffled once by snapshot number. In those
+   partitions one sort puts each snapshot's rows in key order, and
    - one entry per (snapshot, key) (the smallest spelling when a key is reported twice) is counted by
      (class, key, spelling, type, is_default) with the snapshot's weight: +1, or -1 for the snapshot a
      refresh replaces. The class stands for the snapshot's (cluster, client type, group.id);
@@ -73,30 +73,31 @@ def _fired() -> Column:
 
 
 def instance_pass(rows: DataFrame, wanted: DataFrame, partitions: int) -> pa.Table:
-    """Counts by (cls, key, raw_value, type, is_default) -> ``n``, and alerts (IDS, rule_id, observed_json).
+    """Counts by (cls, key, raw_value, type, is_default) -> ``n``, and alerts (sid, rule_id, observed_json).
 
-    ``wanted``: (client_instance_id, snapshot_id, cls, w), one row per snapshot, made on the driver.
+    ``wanted``: (client_instance_id, snapshot_id, sid, cls, w), one row per snapshot, made on the driver
+    (sid numbers the snapshots).
     """
     return instance_frame(rows, wanted, partitions).toArrow()
 
 
 def instance_frame(rows: DataFrame, wanted: DataFrame, partitions: int) -> DataFrame:
     """The instance pass as one DataFrame (its plan is in docs/spark.md); see instance_pass."""
+    # After the join a snapshot is its number: the shuffle carries four numbers and the entry, and the sort
+    # leads with an int.
     latest = rows.select(IDS, "snapshot_id", "key", F.col("value").alias("raw_value"), "type", "is_default").join(
-        F.broadcast(wanted), [IDS, "snapshot_id"]).repartition(partitions, IDS).withColumn("_h", F.xxhash64(IDS))
-    # The sort leads with a hash of the instance, a number: rows are ordered by it, and only the rows
-    # of one instance are compared as strings.
-    snapshot = ["_h", IDS, "snapshot_id"]
-    order = [*snapshot, "key", *ENTRY]
-    entries = latest.sortWithinPartitions(*order).groupBy(*snapshot, "key").agg(
+        F.broadcast(wanted), [IDS, "snapshot_id"]).select("sid", "cls", "w", "key", *ENTRY).repartition(
+        partitions, "sid")
+    order = ["sid", "key", *ENTRY]
+    entries = latest.sortWithinPartitions(*order).groupBy("sid", "key").agg(
         F.first(F.struct(*ENTRY, "cls", "w")).alias("e")).select("key", "e.*")
     counts = entries.groupBy("cls", "key", *ENTRY).agg(F.sum("w").alias("n"))
-    # The rules read the changed instances' rows of the keys they name. The weight is kept as a column
-    # (and filtered after the aggregation) so both branches broadcast the very same table: one broadcast.
+    # The rules read the changed snapshots' rows of the keys they name. The weight and class are kept as
+    # columns (and filtered after the aggregation) so both branches broadcast the very same table.
     read = latest.where(F.col("key").isin(*RULE_KEYS)).sortWithinPartitions(*order).select(
-        *snapshot, "key", "w", "cls", F.struct(normalized_value_col("key", "raw_value").alias("v")).alias("e"))
-    values = read.groupBy(*snapshot).agg(F.min("w").alias("_w"), F.min("cls").alias("_c"), *[
+        "sid", "key", "w", "cls", F.struct(normalized_value_col("key", "raw_value").alias("v")).alias("e"))
+    values = read.groupBy("sid").agg(F.min("w").alias("_w"), F.min("cls").alias("_c"), *[
         F.first(F.when(F.col("key") == key, F.col("e")), ignorenulls=True).alias(f"k{i}")
         for i, key in enumerate(RULE_KEYS)]).where((F.col("_w") > 0) & F.col("_c").isNotNull())
-    alerts = values.select(IDS, F.explode(_fired()).alias("a")).select(IDS, "a.rule_id", "a.observed_json")
+    alerts = values.select("sid", F.explode(_fired()).alias("a")).select("sid", "a.rule_id", "a.observed_json")
     return counts.unionByName(alerts, allowMissingColumns=True)
