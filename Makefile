@@ -48,7 +48,12 @@ deps-demo-system:
 	@bash scripts/install-system-deps.sh --optional chromium zookeeper
 
 # Kafka broker jars for the test rig, from Maven Central through tests/pom.xml, cached in .cache/kafka.
-kafka-jars: $(foreach v,$(KAFKA_VERSIONS),$(STAMPS)/kafka-$(v))
+# Each release's kafka-tools jar (kafka-consumer-groups.sh's ConsumerGroupCommand) beside them, in .cache/kafka-tools.
+kafka-jars: $(foreach v,$(KAFKA_VERSIONS),$(STAMPS)/kafka-$(v) $(STAMPS)/kafka-tools-$(v))
+
+$(STAMPS)/kafka-tools-%: tests/tools/pom.xml
+	mvn -B -q -f tests/tools/pom.xml -Dkafka.version=$* dependency:copy
+	mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/kafka-%: tests/pom.xml
 	mvn -B -q -f tests/pom.xml -Dkafka.version=$* dependency:copy-dependencies

@@ -294,6 +294,17 @@ class Settings(_Strict):
     config_interval_s: float = Field(default=600.0, ge=0, le=86_400, allow_inf_nan=False)
     # Topics per DescribeConfigs request.
     config_batch_topics: int = Field(default=200, ge=1, le=5_000)
+    # Consumer groups (ListGroups, Describe*, OffsetFetch, ListOffsets; read-only) are read at most this often; 0 = off.
+    group_interval_s: float = Field(default=60.0, ge=0, le=86_400, allow_inf_nan=False)
+    # Groups described and fetched per cluster per read; the others are listed with a row saying they were not read.
+    max_groups_per_cluster: int = Field(default=20_000, ge=1, le=1_000_000)
+    # Reads in the sliding window a group's status is judged from (Burrow-style), kept per group in the lake.
+    group_window: int = Field(default=10, ge=3, le=100)
+    # A group with members and lag whose committed offsets have not moved for this long is "stopped".
+    group_stopped_after_s: float = Field(default=3_600.0, gt=0, le=30 * 86_400, allow_inf_nan=False)
+    # /metrics: per cluster, the groups (worst first) with their own lag series, and the (group, topic) series.
+    group_metrics_max_groups: int = Field(default=500, ge=0, le=100_000)
+    group_metrics_max_topics: int = Field(default=2_000, ge=0, le=1_000_000)
 
     @field_validator("lake_path")
     @classmethod

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
 from backend.collect.config_checks import config_alerts
+from backend.collect.group_checks import group_alerts
 from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot
 
 KIP78_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-78%3A+Cluster+Id"
@@ -376,5 +377,6 @@ def run_checks(previous: Mapping[str, ClusterSnapshot] | None, current: Iterable
         for paired in _PAIRED:
             alerts.extend(paired(before, snapshot))
         alerts.extend(config_alerts(snapshot))  # backend.collect.config_checks.RULES
+        alerts.extend(group_alerts(snapshot))  # backend.collect.group_checks.RULES
     alerts.extend(duplicate_cluster_id(current))
     return alerts

@@ -13,6 +13,7 @@ from typing import Any
 
 from backend.collect.checks import run_checks
 from backend.collect.configs import ConfigCollector
+from backend.collect.groups import ClientGroupConfigs, GroupCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
 from backend.collect.validate import sanitize_snapshot, summarize
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CLIENTS = AdminClientCache()
 DEFAULT_TOPIC_TABLES = TopicTables()
 DEFAULT_CONFIGS = ConfigCollector()
+DEFAULT_GROUPS = GroupCollector()
 # Cluster names whose poll thread is still running (a hung cluster is not polled twice at once).
 _IN_FLIGHT: set[str] = set()
 _IN_FLIGHT_LOCK = threading.Lock()
@@ -86,12 +88,14 @@ def poll_cluster(
     prober: Prober | None = None,
     topic_tables: TopicTables | None = None,
     configs: ConfigCollector | None = None,
+    groups: GroupCollector | None = None,
 ) -> ClusterSnapshot:
     """Poll one cluster: DescribeCluster, topics with ids, per-broker probe and ZooKeeper.
 
     Topics come from one Metadata request to a broker; when no broker answers it, from
     librdkafka's Metadata + DescribeTopics in batches. When due (settings.config_interval_s),
-    every broker's configs and the topics' overrides (DescribeConfigs) are read alongside the probe.
+    every broker's configs and the topics' overrides (DescribeConfigs) are read alongside the probe, and when
+    due (settings.group_interval_s) the consumer groups (backend.collect.groups).
     """
     started = time.monotonic()
     deadline = started + settings.poll_deadline_s
@@ -103,6 +107,7 @@ def poll_cluster(
         )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
     configs = configs or DEFAULT_CONFIGS
+    groups = groups or DEFAULT_GROUPS
 
     def timeout() -> float:
         return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
@@ -176,6 +181,11 @@ def poll_cluster(
         config_call = _Call(lambda: configs.collect(cluster, settings, description.brokers, names, deadline - 0.5,
                                                     keep_brokers=known), f"configs-{cluster.name}")
         config_call.start()
+    group_call: _Call | None = None
+    if groups.due(cluster.name, settings) and description.brokers:
+        group_call = _Call(lambda: groups.collect(cluster, settings, description.brokers, deadline - 0.5,
+                                                  cluster_id=description.cluster_id), f"groups-{cluster.name}")
+        group_call.start()
 
     probes: dict[int, ProbeOutcome] = {}
     if probe_call.wait(deadline) and probe_call.error is None and isinstance(probe_call.result, dict):
@@ -195,6 +205,10 @@ def poll_cluster(
         log.warning("cluster %s: reading configs failed: %s", cluster.name,
                     scrub(f"{type(config_call.error).__name__}: {config_call.error}", cluster))
     snapshot.configs = configs.last(cluster.name)  # a read still running past the deadline lands in the next poll
+    if group_call is not None and group_call.wait(deadline) and group_call.error is not None:
+        log.warning("cluster %s: reading consumer groups failed: %s", cluster.name,
+                    scrub(f"{type(group_call.error).__name__}: {group_call.error}", cluster))
+    snapshot.groups = groups.last(cluster.name)  # likewise
     snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
     if snapshot.status == "misrouted":
         errors.insert(
@@ -389,6 +403,7 @@ def poll_fleet(
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    groups: GroupCollector | None = None,
 ) -> FleetPoll:
     """Poll every cluster concurrently; a cluster that misses poll_deadline_s becomes a `down` row."""
     started = time.monotonic()
@@ -413,6 +428,7 @@ def poll_fleet(
                     clients=clients,
                     prober=prober,
                     configs=configs,
+                    groups=groups,
                 )
             finally:
                 _end(cluster.name)
@@ -500,6 +516,7 @@ def run_poller(
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    groups: GroupCollector | None = None,
     wake: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> FleetPoll | None:
@@ -520,12 +537,15 @@ def run_poller(
     previous = load_previous_state(lake)
     configs = configs or DEFAULT_CONFIGS
     configs.seed(writer.configs)  # the stored configurations: the checks' baseline until the first read
+    groups = groups or DEFAULT_GROUPS
+    groups.seed(writer.groups)  # the stored groups: their windows go on across restarts
+    groups.client_configs = ClientGroupConfigs(lake.location)  # members' KIP-1324 configs per group (results)
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
         if on_start is not None:
             on_start()
-        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs)
+        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs, groups=groups)
         try:
             result = writer.write(last)
             for name, reason in result.degraded.items():

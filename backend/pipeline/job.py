@@ -53,7 +53,7 @@ from backend.store.config_schemas import SCHEMA_VERSION, spark_schema
 from backend.store.tables import read_table
 
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
-                 "drift_keys", "group_drift", "client_versions", "config_alerts")
+                 "drift_keys", "group_drift", "group_configs", "client_versions", "config_alerts")
 COUNT_TABLES = tuple(C.COUNT_LAYOUT)
 
 

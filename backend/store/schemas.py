@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from backend.store.group_schemas import GROUP_SCHEMAS, GROUP_STATE_TABLES
+
 # Version 1: every poll wrote every cluster, broker, topic, ZooKeeper row and alert.
 # Version 2: status rows per poll, current state rewritten on change, change log, incidents.
 SCHEMA_VERSION = 2
@@ -185,6 +187,9 @@ SCHEMAS[CONFIG_RUNS] = pa.schema(
     ]
 )
 
+# Consumer groups (backend/store/group_schemas.py): state files per cluster, no day table.
+SCHEMAS.update(GROUP_SCHEMAS)
+
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
 # Written by schema version 1 only; read by the migration and removed by retention.
 LEGACY_TABLES: tuple[str, ...] = (BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS)
@@ -198,6 +203,7 @@ STATE_TABLES: dict[str, str] = {
     "zk_nodes": ZK_SNAPSHOTS,
     "configs": CONFIG_STATE,
     "config_runs": CONFIG_RUNS,
+    **GROUP_STATE_TABLES,
 }
 # The kinds a daily checkpoint holds (the base `fleet_state_at` replays the change log onto).
 CHECKPOINT_KINDS: tuple[str, ...] = ("clusters", "brokers", "topics", "zk_nodes")
