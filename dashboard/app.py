@@ -21,6 +21,7 @@ PAGES = (
     ("../pages/fleet.py", "Fleet", ":material/hub:", "fleet"),
     ("../pages/cluster.py", "Cluster", ":material/dns:", "cluster"),
     ("../pages/compare.py", "Compare", ":material/compare_arrows:", "compare"),
+    ("../pages/consumer_groups.py", "Consumer groups", ":material/groups:", "consumer_groups"),
     ("../pages/client_configs.py", "Client configs", ":material/tune:", "client_configs"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),

@@ -16,6 +16,7 @@ import streamlit as st
 from backend.auth.scope import Scope, scope_for
 from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
+from backend.store import group_readers
 from backend.views import config_views, fleet_views, frames, lakes
 from dashboard import auth
 
@@ -330,3 +331,65 @@ def clusters_with_configs_first(location: str, names: list[str]) -> list[str]:
     """Cluster names, those whose clients pushed configs first (so a default pair has drift to show)."""
     with_configs = set(result(location, "distributions")["cluster"])
     return sorted(names, key=lambda name: name not in with_configs)
+
+
+# ------------------------------------------------------------------ consumer groups (backend/store/group_readers.py)
+
+
+def _allowed(location: str, names: Visible) -> list[str] | None:
+    return None if names is None else list(names)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
+def _groups(location: str, names: Visible) -> pd.DataFrame:
+    return _by_name(group_readers.read_groups(location, _allowed(location, names)), location, names)
+
+
+def groups(location: str) -> pd.DataFrame:
+    """Every group of the clusters this session may view (one state file per cluster; cached)."""
+    return _groups(location, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _group_members(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = [c for c in clusters if names is None or c in names]
+    return _by_name(group_readers.group_members(location, allowed), location, names)
+
+
+def group_members(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """The members of the groups of the clusters asked for that this session may view."""
+    return _group_members(location, clusters, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _group_offsets(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = [c for c in clusters if names is None or c in names]
+    return _by_name(group_readers.group_offsets(location, allowed), location, names)
+
+
+def group_offsets(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """Committed and end offsets and lag per partition of the groups of the clusters asked for (that may be viewed)."""
+    return _group_offsets(location, clusters, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _group_runs(location: str, names: Visible) -> pd.DataFrame:
+    return _by_name(group_readers.group_runs(location, _allowed(location, names)), location, names)
+
+
+def group_runs(location: str) -> pd.DataFrame:
+    """The last read of each visible cluster's groups."""
+    return _group_runs(location, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
+def _group_changes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
+    if names is not None and cluster not in names:
+        return frames.changes(location, "").iloc[0:0]
+    changes = frames.changes(location, cluster)
+    return _by_name(changes[changes["entity"] == "group"] if not changes.empty else changes, location, names)
+
+
+def group_changes(location: str, cluster: str) -> pd.DataFrame:
+    """The change log's group rows of one cluster over the last 7 days (created, state, protocol, members)."""
+    return _group_changes(location, cluster, visible())

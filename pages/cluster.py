@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
-from backend.views import broker_config_views, fleet_views, incident_views
+from backend.views import broker_config_views, fleet_views, group_views, incident_views
 from dashboard import components, data
 
 PAGE_SIZES = (50, 100, 500)
@@ -84,6 +86,27 @@ def configs_section(location: str, cluster: str) -> None:
         st.caption(f"{overrides['topic'].nunique():,} topics override {len(overrides):,} configs.")
 
 
+def groups_section(location: str, cluster: str) -> None:
+    """The cluster's consumer groups, worst first (the Consumer groups page filters and pages them all)."""
+    from datetime import UTC, datetime
+
+    groups = data.groups(location)
+    mine = groups[groups["cluster_name"] == cluster]
+    text = group_views.last_read_text(data.group_runs(location), cluster, datetime.now(UTC))
+    if text is None:
+        st.caption("Not read yet: the poller reads consumer groups every `group_interval_s` (60 s by default).")
+        return
+    st.caption(text + " · " + " · ".join(f"{s.replace('_', ' ')} {n:,}"
+                                         for s, n in group_views.status_counts(mine).items()))
+    rows = group_views.list_rows(group_views.worst_first(mine).head(200))
+    rows.insert(2, "open", ["./consumer_groups?" + urlencode({"cluster": cluster, "group": k}) for k in rows["key"]])
+    st.dataframe(rows.drop(columns=["key", "cluster"]), key="cluster_groups", hide_index=True, column_config={
+        "open": st.column_config.LinkColumn("open", display_text="open ↗", width=52),
+        "status_since": st.column_config.DatetimeColumn("status since (UTC)", format="YYYY-MM-DD HH:mm")})
+    if len(mine) > 200:
+        st.caption(f"The 200 worst of {len(mine):,} groups; the Consumer groups page has them all.")
+
+
 def main() -> None:
     """Render the cluster page."""
     st.title("Cluster")
@@ -128,6 +151,10 @@ def main() -> None:
     st.subheader("Broker configs", help="DescribeConfigs (read-only): every broker's configs and their source, "
                  "and each topic's overrides")
     configs_section(location, cluster)
+
+    st.subheader("Consumer groups", help="ListGroups, Describe*, OffsetFetch, ListOffsets (read-only), judged "
+                 "Burrow-style")
+    groups_section(location, cluster)
 
     zk = data.zk_nodes(location, cluster)
     if not zk.empty:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.views import broker_config_views, config_views, fleet_views
+from backend.views import broker_config_views, config_views, fleet_views, group_views
 from dashboard import charts, components, data
 
 
@@ -24,6 +24,20 @@ def broker_configs_section(location: str, chosen: list[str]) -> None:
         "all_default": st.column_config.CheckboxColumn("default everywhere")})
     components.export_buttons(None, table, name="broker-configs-" + "-".join(components.file_stem(c) for c in chosen),
                               key="compare_broker_configs_export")
+
+
+def groups_section(location: str, chosen: list[str]) -> None:
+    """Consumer groups by type and state, and by status, side by side."""
+    st.subheader("Consumer groups", help="by type (classic, consumer = KIP-848, share, streams) and state, and by "
+                 "Burrow-style status; the Consumer groups page lists them")
+    groups = data.groups(location)
+    mine = groups[groups["cluster_name"].isin(chosen)]
+    if mine.empty:
+        st.caption("No consumer groups read for these clusters yet (the poller reads them every `group_interval_s`).")
+        return
+    cols = st.columns(2)
+    cols[0].dataframe(group_views.compare_groups(mine, chosen), key="compare_groups", hide_index=True)
+    cols[1].dataframe(group_views.compare_statuses(mine, chosen), key="compare_group_statuses", hide_index=True)
 
 
 def main() -> None:
@@ -56,6 +70,7 @@ def main() -> None:
     st.dataframe(table.head(1000), key="compare_overlap", hide_index=True)
 
     broker_configs_section(location, chosen)
+    groups_section(location, chosen)
 
     if not has_results:
         components.no_results(location)

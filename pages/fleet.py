@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from backend.views import fleet_views, incident_views
+from backend.views import fleet_views, group_views, incident_views
 from dashboard import charts, components, data
 
 TILE_REFRESH_S = 15
@@ -43,6 +43,10 @@ def fleet_columns(details: bool) -> dict[str, Any]:
                                                 help="brokers per version; each broker on the cluster page"),
         "topics": st.column_config.NumberColumn("topics", width=56),
         "under_replicated": st.column_config.NumberColumn("URP", width=48, help="under-replicated partitions"),
+        "groups": st.column_config.NumberColumn("groups", width=56, help="consumer groups (the Consumer groups page "
+                                                                         "lists them)"),
+        "lagging_groups": st.column_config.NumberColumn("lagging", width=56, help="groups lagging, stalled, stopped "
+                                                                                  "or empty with lag"),
         "last_poll": st.column_config.TextColumn("last poll", width=66, help="age of the cluster's latest poll"),
         "problem": st.column_config.TextColumn("error", width=120,
                                                help="first line of the poll's error; the cluster page shows it whole"),
@@ -73,6 +77,7 @@ def main() -> None:
     brokers = data.latest_brokers(location)
     brokers = brokers[brokers["cluster_name"].isin(chosen["cluster_name"])]
     table = fleet_views.fleet_table(chosen, brokers)
+    table = group_views.with_group_counts(table, data.groups(location))
     table["status"] = table["status"].map(components.status_cell)
     table.insert(1, "page", table["cluster"].map(components.cluster_link))
     head, switch = st.columns([3, 1])

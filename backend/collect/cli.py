@@ -103,7 +103,8 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
         if not 0 <= args.metrics_port <= 65535:
             print(f"error: --metrics-port must be 0-65535, got {args.metrics_port}", file=sys.stderr)
             return 2
-        metrics = FleetMetrics(lake)
+        metrics = FleetMetrics(lake, group_max_groups=fleet.settings.group_metrics_max_groups,
+                               group_max_topics=fleet.settings.group_metrics_max_topics)
         try:
             server = start_metrics_server(metrics, args.metrics_port, args.metrics_host)
         except OSError as exc:

@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from backend.collect.group_metrics import group_families
 from backend.store import readers
 from backend.store.model import NO_DATA_STATUSES, STATUSES, FleetPoll
 from backend.store.tables import read_table
@@ -47,9 +48,10 @@ class _Snapshot:
 class FleetMetrics(Collector):
     """A Prometheus collector fed by the poller's on_poll callback; scrapes only format what it holds."""
 
-    def __init__(self, lake: str) -> None:
-        """Collect for the fleet whose polls are written to `lake`."""
+    def __init__(self, lake: str, *, group_max_groups: int = 500, group_max_topics: int = 2_000) -> None:
+        """Collect for the fleet whose polls are written to `lake` (group series limited per cluster)."""
         self.lake = lake
+        self.group_limits = (group_max_groups, group_max_topics)
         self._lock = threading.Lock()
         self._state = _Snapshot()
 
@@ -105,6 +107,8 @@ class FleetMetrics(Collector):
             state = self._state
             poll = state.poll
             families = _cluster_families(poll) if poll is not None else []
+            if poll is not None:
+                families += group_families(poll, max_groups=self.group_limits[0], max_topics=self.group_limits[1])
             last = GaugeMetricFamily(f"{PREFIX}_last_successful_poll_timestamp_seconds",
                                      "Unix time of the last poll that reached the cluster.", labels=["cluster"])
             for name, at in sorted(state.last_success.items()):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.lab.config_catalog import ConfigCatalog, config_value, load_catalogs
+from backend.lab.groups import BEHAVIOURS, GROUP_TYPES, GroupSpec
 
 PROFILES_FILE = Path(__file__).parent / "profiles" / "profiles.json"
 DEFAULT_MAX_CONFIG_BYTES = 10240
@@ -131,6 +132,8 @@ class ClusterSpec:
     tags: dict[str, str] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)  # every broker's server.properties: STATIC_BROKER_CONFIG
     dynamic_configs: dict[str, str] = field(default_factory=dict)  # cluster-wide: DYNAMIC_DEFAULT_BROKER_CONFIG
+    groups: tuple[GroupSpec, ...] = ()  # synthetic consumer groups (backend/lab/groups.py)
+    synthetic_groups: int = 0  # that many more healthy groups, generated (benchmarks)
 
     @property
     def effective_controller(self) -> int:
@@ -215,6 +218,35 @@ def _configs(raw: Any, catalog: ConfigCatalog, where: str, *, topic: bool = Fals
     return out
 
 
+def _parse_groups(raw: Any, topics: set[str], where: str) -> tuple[GroupSpec, ...]:
+    """[[clusters.groups]]: name, topics, type (classic/consumer/share), behaviour, members, client_id, assignor."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise LabConfigError(f"{where}: groups must be an array of tables")
+    out = []
+    for i, g in enumerate(raw):
+        gw = f"{where} groups[{i}]"
+        name = _req(g, "name", gw)
+        group_topics = tuple(_req(g, "topics", gw))
+        unknown = [t for t in group_topics if t not in topics]
+        if unknown:
+            raise LabConfigError(f"{gw}: unknown topics {unknown} (the cluster has {sorted(topics)})")
+        kind = g.get("type", "classic")
+        if kind not in GROUP_TYPES:
+            raise LabConfigError(f"{gw}: type must be one of {', '.join(GROUP_TYPES)}, got {kind!r}")
+        behaviour = g.get("behaviour", "healthy")
+        if behaviour not in BEHAVIOURS:
+            raise LabConfigError(f"{gw}: behaviour must be one of {', '.join(BEHAVIOURS)}, got {behaviour!r}")
+        out.append(GroupSpec(name=str(name), topics=group_topics, type=kind, behaviour=behaviour,
+                             members=_int(g.get("members", 2), gw), client_id=g.get("client_id"),
+                             assignor=g.get("assignor")))
+    names = [g.name for g in out]
+    if len(set(names)) != len(names):
+        raise LabConfigError(f"{where}: duplicate group names {names}")
+    return tuple(out)
+
+
 def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int) -> ClusterSpec:
     name = _req(raw, "name", f"clusters[{index}]")
     where = f"cluster {name!r}"
@@ -289,6 +321,8 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
         zookeeper=zk, misrouted_to=raw.get("misrouted_to"), policy=policy, tls=tls, sasl=sasl, tags=tags,
         configs=_configs(raw.get("configs"), catalog, f"{where} configs"),
         dynamic_configs=_configs(raw.get("dynamic_configs"), catalog, f"{where} dynamic_configs", dynamic=True),
+        groups=_parse_groups(raw.get("groups"), {t.name for t in topics}, where),
+        synthetic_groups=_int(raw.get("synthetic_groups", 0), f"{where} synthetic_groups"),
     )
 
 

@@ -24,6 +24,9 @@ STOP_TIMEOUT_S = 5.0  # stop() waits at most this long for the listener to close
 WRITE_TIMEOUT_S = 30.0  # a client that stops reading is disconnected after this long
 MAX_REQUEST_BYTES = 1024 * 1024
 _PRE_AUTH_KEYS = {P.API_API_VERSIONS, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE}
+# Consumer groups (backend/lab/groups.py): every read the product and admin clients send.
+_GROUP_KEYS = frozenset({P.API_FIND_COORDINATOR, P.API_LIST_GROUPS, P.API_DESCRIBE_GROUPS, P.API_CONSUMER_GROUP_DESCRIBE,
+                         P.API_SHARE_GROUP_DESCRIBE, P.API_OFFSET_FETCH, P.API_LIST_OFFSETS})
 
 
 class _Close(Exception):
@@ -178,6 +181,8 @@ class _Connection:
             body_size = len(payload) - _pos
             result = self.cluster.push_config(body, body_size, self.broker.id, self.conn, header.client_id)
             out = {"throttle_time_ms": 0, "error_code": result.error_code, "error_message": result.error_message}
+        elif key in _GROUP_KEYS:
+            out = self.cluster.group_body(key, body, version, self.broker.id)
         elif key == P.API_SASL_HANDSHAKE:
             out = self._sasl_handshake(body, version)
         elif key == P.API_SASL_AUTHENTICATE:

@@ -65,6 +65,7 @@ class GroupState:
     members: int = 0
     topics: int = 0
     partitions: int = 0
+    topic_names: tuple[str, ...] = ()  # the topics it commits to or is assigned (sorted)
     lag: int | None = None  # sum of the partitions' positive lags; None when no lag is known
     lag_partitions: int = 0  # partitions with lag > 0
     max_partition_lag: int | None = None

@@ -26,6 +26,7 @@ GROUP_SCHEMAS: dict[str, pa.Schema] = {
         ("members", pa.int32()),
         ("topics", pa.int32()),
         ("partitions", pa.int32()),
+        ("topic_names", pa.list_(pa.string())),  # the topics it commits to or is assigned
         ("lag", pa.int64()),  # sum of positive partition lags; null when unknown
         ("lag_partitions", pa.int32()),
         ("max_partition_lag", pa.int64()),

@@ -103,6 +103,7 @@ def groups_table(poll_id: str, polled_at: datetime, cluster_name: str, cluster_i
         cols[name] = [getattr(g, name) for g in groups]
     cols["evidence_json"] = [json.dumps(g.evidence, sort_keys=True, default=str) if g.evidence else None
                              for g in groups]
+    cols["topic_names"] = [list(g.topic_names) for g in groups]
     cols["window_at"] = [list(g.window_at) for g in groups]
     cols["window_lag"] = [list(g.window_lag) for g in groups]
     cols["window_committed"] = [list(g.window_committed) for g in groups]
@@ -208,7 +209,8 @@ def snapshots_from_tables(groups: pa.Table, members: pa.Table, offsets: pa.Table
             lag=row["lag"], lag_partitions=row["lag_partitions"] or 0, max_partition_lag=row["max_partition_lag"],
             status=row["status"] or "unknown", status_since=row["status_since"],
             evidence=_json(row["evidence_json"], {}), last_commit_at=row["last_commit_at"],
-            first_seen_at=row["first_seen_at"], window_at=tuple(row["window_at"] or ()),
+            first_seen_at=row["first_seen_at"], topic_names=tuple(row["topic_names"] or ()),
+            window_at=tuple(row["window_at"] or ()),
             window_lag=tuple(_opt_int(v) for v in row["window_lag"] or ()),
             window_committed=tuple(_opt_int(v) for v in row["window_committed"] or ()), error=row["error"])
     for row in members.to_pylist():
