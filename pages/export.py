@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from backend.export import report
-from backend.views import config_views, fleet_views
+from backend.views import config_views, fleet_views, group_views
 from dashboard import charts, components, data
 
 
@@ -28,7 +28,13 @@ def chart_catalog(location: str, has_results: bool) -> dict[str, Callable[[], tu
         frame = config_views.alerts_over_time(data.all_alerts(location))
         return charts.alerts_over_time_chart(frame), frame
 
-    catalog = {"Broker versions by cluster": versions, "Upgrade timeline": upgrades, "Alerts over time": alerts}
+    def groups() -> tuple[go.Figure, pd.DataFrame]:
+        names = sorted(data.chosen_clusters(location)["cluster_name"])
+        frame = group_views.compare_statuses(data.groups(location), names)
+        return charts.groups_by_status_chart(frame), frame
+
+    catalog = {"Broker versions by cluster": versions, "Upgrade timeline": upgrades, "Alerts over time": alerts,
+               "Consumer groups by status": groups}
     if has_results:
         def drift() -> tuple[go.Figure, pd.DataFrame]:
             frame = config_views.drift_matrix(data.result(location, "drift_clusters"))
@@ -89,6 +95,26 @@ def report_section(location: str) -> None:
                        mime="text/html", key="export_report_download", on_click="ignore")
 
 
+def groups_section(location: str) -> None:
+    """Consumer groups and their lag per partition, as CSV, for chosen clusters."""
+    st.subheader("Consumer groups and lag (CSV)")
+    names = sorted(set(data.groups(location)["cluster_name"]))
+    if not names:
+        st.caption("No consumer groups read yet.")
+        return
+    clusters = st.multiselect("Clusters", names, key="export_groups_clusters")
+    if not clusters:
+        st.caption("Choose clusters to export their groups.")
+        return
+    try:
+        text = report.build_groups_csv(location, clusters, scope=data.scope(location))
+    except report.ReportError as exc:
+        st.error(components.plain(exc))
+        return
+    st.download_button("Download groups (CSV)", text, file_name="consumer-groups.csv", mime="text/csv",
+                       key="export_groups_download", on_click="ignore")
+
+
 def main() -> None:
     """Render the export page."""
     st.title("Export")
@@ -102,6 +128,7 @@ def main() -> None:
     fig, frame = catalog[name]()
     st.plotly_chart(fig, key="export_preview")
     components.export_buttons(fig, frame, name=components.file_stem(name), key="export_chart_buttons")
+    groups_section(location)
     if has_results:
         report_section(location)
     else:

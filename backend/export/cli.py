@@ -1,7 +1,8 @@
-"""`python -m backend export --report drift|broker-configs --clusters a,b --out FILE [--keys k1,k2] [--lake ./lake]`.
+"""`python -m backend export --report drift|broker-configs|groups --clusters a,b --out FILE [--keys k1,k2] [--lake ./lake]`.
 
-drift: the one-file HTML config-drift report (with the broker-config comparison as a section);
-broker-configs: the broker-config comparison as CSV.
+drift: the one-file HTML config-drift report (with the broker-config comparison and the consumer groups as
+sections); broker-configs: the broker-config comparison as CSV; groups: the consumer groups and their lag per
+partition as CSV.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 from backend.config import configured_lake
-from backend.export.report import ReportError, build_broker_config_csv, build_drift_report
+from backend.export.report import ReportError, build_broker_config_csv, build_drift_report, build_groups_csv
 from backend.store.location import LAKE_HELP
 
-REPORTS = ("drift", "broker-configs")
+REPORTS = ("drift", "broker-configs", "groups")
 
 
 def _csv(text: str) -> list[str]:
@@ -35,7 +36,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rank identity keys (client.id, group.id, keys unique per instance) as drift too")
     parser.add_argument("--include-defaults", action="store_true",
                         help="broker-configs: also list configs at their default in every cluster")
-    parser.add_argument("--out", type=Path, required=True, help="output file (HTML for drift, CSV for broker-configs)")
+    parser.add_argument("--out", type=Path, required=True, help="output file (HTML for drift, CSV for broker-configs and groups)")
     parser.add_argument("--lake", default=None, help=LAKE_HELP)
     parser.add_argument("--config", default=None, help="fleet file (TOML) whose lake_path is the default lake")
 
@@ -46,6 +47,8 @@ def run_export_command(args: argparse.Namespace) -> int:
         location = configured_lake(args.lake, fleet_file=args.config)
         if args.report == "broker-configs":
             text = build_broker_config_csv(location, args.clusters, include_defaults=args.include_defaults)
+        elif args.report == "groups":
+            text = build_groups_csv(location, args.clusters)
         else:
             text = build_drift_report(location, args.clusters, args.keys, include_identity=args.include_identity)
     except (ReportError, ValueError) as exc:  # a bad lake location or fleet file is a ValueError

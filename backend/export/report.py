@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -12,7 +12,8 @@ import plotly.io as pio
 
 from backend.auth.scope import Scope
 from backend.export.csv_safe import safe_csv
-from backend.views import broker_config_views, charts, config_views, fleet_views, frames
+from backend.store import group_readers
+from backend.views import broker_config_views, charts, config_views, fleet_views, frames, group_views
 
 DEFAULT_TOP_KEYS = 10
 _CSS = """
@@ -38,6 +39,7 @@ class DriftReportData:
     numeric: pd.DataFrame
     keys: list[str]
     broker_configs: pd.DataFrame  # broker configs side by side (differences first, defaults left out)
+    groups: pd.DataFrame = field(default_factory=pd.DataFrame)  # the chosen clusters' consumer groups
 
 
 def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None, *,
@@ -86,6 +88,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
     viewable = [c for c in clusters if scope.may_view(c)]
     broker_configs = broker_config_views.compare_broker_configs(
         scope.by_name(frames.broker_configs(location, viewable)), viewable)
+    groups = scope.by_name(group_readers.read_groups(location, viewable))
     return DriftReportData(
         clusters=latest[latest["cluster_name"].isin(clusters)],
         drift=drift[pair_ok & drift["key"].isin(chosen_keys)].sort_values("tvd", ascending=False),
@@ -94,6 +97,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
         numeric=numeric[numeric["cluster"].isin(clusters) & numeric["key"].isin(chosen_keys)],
         keys=chosen_keys,
         broker_configs=broker_configs,
+        groups=groups,
     )
 
 
@@ -129,6 +133,7 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
         + (f" · lake {html.escape(lake_label)}" if lake_label else "") + "</p>",
         "<h2>Clusters</h2>", _table(summary),
         *_broker_config_section(data.broker_configs),
+        *_groups_section(data.groups, names),
         "<h2>Drift by key and cluster pair</h2>",
         ("<p>Total variation distance between the value distributions of the latest client instances "
         "(0 = identical, 1 = disjoint).</p>"),
@@ -173,6 +178,44 @@ def _broker_config_section(table: pd.DataFrame) -> list[str]:
                  "configs set somewhere differ, differences first; configs at their default everywhere are left "
                  "out; values the brokers mark sensitive are never stored.</p>")
     return parts + [_table(table.drop(columns=["all_default"]))]
+
+
+GROUP_ROWS = 50
+
+
+def _groups_section(groups: pd.DataFrame, clusters: list[str]) -> list[str]:
+    parts = ["<h2>Consumer groups</h2>"]
+    if groups.empty:
+        return parts + ["<p class='note'>No consumer groups read for these clusters yet (the poller reads them every "
+                        "group_interval_s).</p>"]
+    parts.append("<p>Groups by type and by Burrow-style status (judged from each group's window of reads), and the "
+                 "total lag, per cluster.</p>")
+    parts.append(_table(group_views.report_summary(groups, clusters)))
+    worst = group_views.worst_first(groups[groups["status"].isin(group_views.PROBLEMS)]).head(GROUP_ROWS)
+    if worst.empty:
+        parts.append("<p>No group is lagging, stalled, stopped or empty with lag.</p>")
+    else:
+        rows = group_views.list_rows(worst)[["cluster", "group", "status", "type", "state", "members", "lag",
+                                             "status_since"]]
+        parts += [f"<h3>Groups with a problem (worst {len(rows)})</h3>", _table(rows)]
+    return parts
+
+
+def build_groups_csv(location: str, clusters: list[str], *, scope: Scope | None = None) -> str:
+    """The chosen clusters' groups and their lag per partition (within ``scope``) as CSV (formula cells neutralised)."""
+    scope = scope or Scope()
+    if not clusters:
+        raise ReportError("choose at least one cluster")
+    known = set(fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))["cluster_name"])
+    unknown = [c for c in clusters if c not in known]
+    if unknown:
+        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+    groups = scope.by_name(group_readers.read_groups(location, clusters))
+    if groups.empty:
+        raise ReportError(f"no consumer groups stored for {', '.join(clusters)} in {location} yet")
+    frame = group_views.export_frame(groups, scope.by_name(group_readers.group_offsets(location, clusters)),
+                                     scope.by_name(group_readers.group_members(location, clusters)))
+    return safe_csv(frame)
 
 
 def build_broker_config_csv(location: str, clusters: list[str], *, include_defaults: bool = False,
