@@ -8,6 +8,7 @@ kafka-consumer-groups.sh runs) on the broker's libs plus the release's kafka-too
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -53,8 +54,17 @@ def parse_tables(text: str) -> list[dict[str, str]]:
             continue
         if header is None:
             continue
-        if "COORDINATOR" in header and len(words) == len(header) + 1:
-            words = [words[0], f"{words[1]} {words[2]}", *words[3:]]  # "host:port  (id)"
+        if "COORDINATOR" in header:
+            merged: list[str] = []
+            for w in words:  # "host:port  (id)" is one column
+                if merged and re.fullmatch(r"\(\d+\)", w):
+                    merged[-1] = f"{merged[-1]} {w}"
+                else:
+                    merged.append(w)
+            words = merged
+            if len(words) == len(header) - 1 and "ASSIGNMENT-STRATEGY" in header:  # 3.9 leaves it blank
+                at = header.index("ASSIGNMENT-STRATEGY")
+                words = [*words[:at], "-", *words[at:]]
         rows.append(dict(zip(header, words, strict=False)))
     return rows
 
