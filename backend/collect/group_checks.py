@@ -149,8 +149,8 @@ def status_alerts(snapshot: ClusterSnapshot, groups: GroupSnapshot) -> list[Aler
 def mixed_members(snapshot: ClusterSnapshot, groups: GroupSnapshot) -> list[Alert]:
     """Members of one group with client ids of different families, protocols, subscriptions or (KIP-1324) assignors."""
     out = []
-    for gid in sorted(groups.members):
-        members = groups.members[gid]
+    for gid in sorted(set(groups.members) | (set(groups.client_configs) & set(groups.groups))):
+        members = groups.members.get(gid, ())
         reasons: dict[str, object] = {}
         if len(members) >= 2:
             families = Counter(client_family(m.client_id) for m in members)

@@ -30,7 +30,7 @@ def group_label(value: object) -> str:
     if len(text) <= MAX_LABEL_CHARS:
         return text
     digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{text[: MAX_LABEL_CHARS - 14]}…{digest}"
+    return f"{text[: MAX_LABEL_CHARS - 13]}…{digest}"
 
 
 def group_families(poll: FleetPoll, *, max_groups: int = 500, max_topics: int = 2_000) -> Iterable[Metric]:
