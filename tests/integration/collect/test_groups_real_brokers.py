@@ -359,3 +359,77 @@ def test_the_fleet_file_reads_both_rig_clusters_into_the_lake(groups39: Groups, 
         assert groups.names <= mine, (name, sorted(groups.names - mine))
     runs = group_readers.group_runs(tmp_path / "lake").set_index("cluster_name")
     assert runs.loc["kafka4", "brokers_answered"] == 3 and runs.loc["kafka39", "brokers_answered"] == 1
+
+
+HOSTILE_GROUPS = (
+    "**bold** [click](https://evil.example) :red[x]",
+    "<script>alert('g')</script><img src=x onerror=alert(1)>",
+    '=HYPERLINK("https://evil.example","x")',
+    "L" * 10_000,
+)
+HOSTILE_CLIENT = "<b>client</b> =1+1 [x](javascript:alert(1))"
+
+
+def test_hostile_group_and_client_ids_from_a_real_broker_stay_plain_text_everywhere(
+        groups4: Groups, kafka4: KafkaKraftCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import csv
+    import io
+
+    from prometheus_client import generate_latest
+    from prometheus_client.core import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+    from streamlit.testing.v1 import AppTest
+
+    from backend.collect.group_metrics import group_label
+    from backend.collect.metrics import FleetMetrics
+    from backend.export import report
+    from backend.views import group_views
+    from tests.unit.dashboard.conftest import APP
+    from tests.unit.dashboard.test_group_pages import _plain_only
+
+    topic = f"{groups4.prefix}-hostile"
+    _topics(groups4.bootstrap, {topic: 1})
+    _produce(groups4.bootstrap, topic, 20)
+    consumers = [PyConsumer(groups4.bootstrap, g, topic, 5, configs={"client.id": HOSTILE_CLIENT}).start()
+                 for g in HOSTILE_GROUPS]
+    try:
+        fleet = fleet_from(settings_toml() + GROUP_SETTINGS + kafka4_toml(kafka4), tmp_path)
+        lake = tmp_path / "lake"
+        last = run_poller(fleet, lake, once=True, groups=GroupCollector())
+    finally:
+        for c in consumers:
+            c.close()
+    assert last is not None
+    stored = group_readers.read_groups(lake, ["kafka4"]).set_index("group_id")
+    assert set(HOSTILE_GROUPS) <= set(stored.index)  # every id whole, the 10 KB one too
+
+    cells = list(csv.reader(io.StringIO(report.build_groups_csv(str(lake), ["kafka4"]))))
+    flat = [cell for row in cells for cell in row]
+    assert "'" + HOSTILE_GROUPS[2] in flat and "'=1+1" not in flat  # the formula neutralised
+    assert not any(cell.startswith(("=", "+", "@")) for cell in flat)
+    html = "\n".join(report._groups_section(group_readers.read_groups(lake, ["kafka4"]), ["kafka4"]))
+    assert "<script>alert" not in html and "<img src=x" not in html
+
+    metrics = FleetMetrics(str(lake))
+    metrics.update(last)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    exposition = generate_latest(registry).decode("utf-8")
+    labels = {s.labels.get("group") for f in text_string_to_metric_families(exposition) for s in f.samples
+              if f.name == "kafka_fleet_group_members"}
+    assert {group_label(g) for g in HOSTILE_GROUPS} <= labels  # parsed back intact; the long one cut with a hash
+    assert all(len(v) <= 128 for v in labels if v)
+
+    monkeypatch.setenv("FLEETVIEW_LAKE", str(lake))
+    monkeypatch.setenv("FLEETVIEW_FLEET", str(tmp_path / "no-fleet.toml"))
+    for query in ({}, *({"cluster": "kafka4", "group": group_views.group_key("kafka4", g)} for g in HOSTILE_GROUPS)):
+        app = AppTest.from_file(str(APP), default_timeout=60)
+        for key, value in query.items():
+            app.query_params[key] = value
+        app.run()
+        app.switch_page("../pages/consumer_groups.py")
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
+        _plain_only(app, (*HOSTILE_GROUPS, HOSTILE_CLIENT))
+        if query:
+            assert HOSTILE_CLIENT in set(next(d.value for d in app.dataframe if "client_id" in d.value)["client_id"])
