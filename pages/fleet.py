@@ -39,16 +39,15 @@ def fleet_columns(details: bool) -> dict[str, Any]:
         "page": st.column_config.LinkColumn("open", display_text="open ↗", width=52),
         "status": st.column_config.TextColumn("status", width=90),
         "brokers": st.column_config.TextColumn("brokers", width=62, help="reachable / registered"),
-        "versions": st.column_config.TextColumn("broker versions", width=180,
+        "versions": st.column_config.TextColumn("broker versions", width=150,
                                                 help="brokers per version; each broker on the cluster page"),
         "topics": st.column_config.NumberColumn("topics", width=56),
         "under_replicated": st.column_config.NumberColumn("URP", width=48, help="under-replicated partitions"),
-        "groups": st.column_config.NumberColumn("groups", width=56, help="consumer groups (the Consumer groups page "
-                                                                         "lists them)"),
-        "lagging_groups": st.column_config.NumberColumn("lagging", width=56, help="groups lagging, stalled, stopped "
-                                                                                  "or empty with lag"),
-        "last_poll": st.column_config.TextColumn("last poll", width=66, help="age of the cluster's latest poll"),
-        "problem": st.column_config.TextColumn("error", width=120,
+        "group_summary": st.column_config.TextColumn("groups", width=60, help="consumer groups lagging, stalled, "
+                                                      "stopped or empty with lag / all groups (the Consumer groups page "
+                                                      "lists them)"),
+        "groups": None, "lagging_groups": None,
+        "problem": st.column_config.TextColumn("error", width=88,
                                                help="first line of the poll's error; the cluster page shows it whole"),
         "software": None, "error": None,
     }

@@ -135,14 +135,17 @@ def fleet_summary(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_group_counts(table: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
-    """The Fleet table with `groups` and `lagging_groups` after its topic columns (empty where never read)."""
+    """The Fleet table with `group_summary` ("lagging / all", "—" where never read) after its topic columns, and the
+    `groups` and `lagging_groups` counts at the end."""
     summary = fleet_summary(groups)
     out = table.merge(summary, on="cluster", how="left")
     for col in ("groups", "lagging_groups"):
         out[col] = out[col].astype("Int64")
+    out["group_summary"] = [f"{lag} / {n}" if pd.notna(n) else "—"
+                            for lag, n in zip(out["lagging_groups"], out["groups"], strict=True)]
     order = list(table.columns)
     at = order.index("under_replicated") + 1 if "under_replicated" in order else len(order)
-    return out[[*order[:at], "groups", "lagging_groups", *order[at:]]]
+    return out[[*order[:at], "group_summary", *order[at:], "groups", "lagging_groups"]]
 
 
 def status_counts(groups: pd.DataFrame) -> dict[str, int]:

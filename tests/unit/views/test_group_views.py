@@ -57,7 +57,9 @@ def test_fleet_counts_compare_and_migration_tables() -> None:
     table = pd.DataFrame({"cluster": ["eu", "us", "never"], "topics": [1, 2, 3], "under_replicated": [0, 0, 0],
                           "last_poll": ["1 s", "1 s", "1 s"]})
     counted = gv.with_group_counts(table, groups)
-    assert list(counted.columns) == ["cluster", "topics", "under_replicated", "groups", "lagging_groups", "last_poll"]
+    assert list(counted.columns) == ["cluster", "topics", "under_replicated", "group_summary", "last_poll", "groups",
+                                     "lagging_groups"]
+    assert list(counted["group_summary"]) == ["4 / 6", "4 / 6", "—"]
     assert counted.set_index("cluster").loc["eu", "groups"] == 6 and counted.set_index("cluster").loc["eu",
                                                                                                      "lagging_groups"] == 4
     assert pd.isna(counted.set_index("cluster").loc["never", "groups"])
