@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -14,6 +15,8 @@ import streamlit as st
 from backend.export import images
 from backend.export.csv_safe import safe_csv
 from backend.jobs import JobRegistry
+from backend.plain_text import visible
+from backend.views.display import visible_columns, visible_frame
 
 STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_failed": "red", "misrouted": "violet"}
 # Plain text symbols: headless Chromium often lacks an emoji font.
@@ -35,12 +38,55 @@ NO_RESULTS_HELP = (
 
 
 def plain(text: object) -> str:
-    """Untrusted text for a Markdown-rendering call, as an inline code span: rendered literally, so no link,
+    """Untrusted text for a Markdown-rendering call (captions, alerts, `help=` tooltips, labels): the project's one
+    rule. Hidden characters are made visible first (`backend.plain_text.visible`: a bidi override shows as <U+202E>,
+    a line break as ␊, ESC as ␛), then the text goes in an inline code span, rendered literally, so no link,
     autolink, image, HTML, emoji shortcode or colour directive comes of it. The fence is one backtick longer than
-    any run of backticks in the text, so the text cannot close it; line breaks become spaces."""
-    value = ("" if text is None else str(text)).replace("\r", " ").replace("\n", " ")
+    any run of backticks in the text, so the text cannot close it."""
+    value = visible(text)
     fence = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
     return f"{fence} {value} {fence}" if value.strip() else "—"
+
+
+def plain_list(items: Iterable[object], *, limit: int = 50) -> str:
+    """Untrusted names joined for Markdown (each through `plain`), the first `limit` and how many more."""
+    names = list(items)
+    shown = ", ".join(plain(n) for n in names[:limit])
+    return (shown + (f" and {len(names) - limit:,} more" if len(names) > limit else "")) or "none"
+
+
+def data_table(frame: pd.DataFrame, *, key: str, name: str | None = None,
+               column_config: dict[str, Any] | None = None, column_order: Iterable[str] | None = None,
+               **kwargs: Any) -> Any:
+    """Every table of the UI goes through here: the frame with hidden characters made visible in every text cell
+    (a bidi override shows as <U+202E>), and under it a CSV download written by `safe_csv` (formula guard, no line
+    break inside a cell). The dataframe toolbar's own CSV download and clipboard copy are off for the whole app
+    (`client.disableDataExport`, see `ensure_no_raw_export`), so this button is the one way a table leaves as CSV.
+    Takes st.dataframe's arguments and returns what it returns (the selection event with on_select)."""
+    renamed = visible_columns(frame)
+    config = {renamed.get(c, c): v for c, v in (column_config or {}).items()}
+    order = [renamed.get(c, c) for c in column_order] if column_order is not None else None
+    event = st.dataframe(visible_frame(frame), key=key, column_config=config or None, column_order=order, **kwargs)
+    hidden = {c for c, v in (column_config or {}).items() if v is None}
+    columns = [c for c in (column_order if column_order is not None else frame.columns) if c not in hidden]
+    exported = frame.loc[:, columns]
+    st.download_button("CSV", lambda: safe_csv(exported), file_name=f"{file_stem(name or key)}.csv", mime="text/csv",
+                       key=f"{key}_csv", on_click="ignore", icon=":material/download:", type="tertiary",
+                       help="This table as CSV, with spreadsheet formulas neutralised")
+    return event
+
+
+RAW_EXPORT_OPTION = "client.disableDataExport"
+
+
+def ensure_no_raw_export() -> bool:
+    """Turn off the dataframe toolbar's CSV download and clipboard copy (they write cells as they are, formulas
+    included) when the server was started without `client.disableDataExport = true` (.streamlit/config.toml, the
+    service's command line); True when it had to, and the caller reruns so the browser gets the setting."""
+    if st.get_option(RAW_EXPORT_OPTION):
+        return False
+    st.set_option(RAW_EXPORT_OPTION, True)
+    return True
 
 
 def status_badge(status: str, error: str | None = None) -> None:

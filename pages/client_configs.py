@@ -22,7 +22,7 @@ def ingest_tiles(stats: pd.DataFrame) -> None:
         tiles[1].metric(f"records written · {label.split(' (')[0]}", f"{counts.records_written:,}")
         tiles[2].metric(f"quarantined · {label.split(' (')[0]}", f"{counts.quarantined:,}")
         tiles[3].metric(f"sensitive keys dropped · {label.split(' (')[0]}", f"{counts.sensitive_dropped:,}",
-                        help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
+                        help="dropped keys: " + components.plain_list(counts.dropped_keys))
 
 
 def main() -> None:
@@ -63,7 +63,7 @@ def main() -> None:
 
     identity = config_views.identity_keys(data.result(location, "drift_keys"))
     if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,
-                     key="client_configs_identity", help=", ".join(sorted(identity))):
+                     key="client_configs_identity", help=components.plain_list(sorted(identity))):
         dist = config_views.drop_keys(dist, identity)
     numeric_keys = set(numeric["key"])
     overview = config_views.agreement(dist, keys=OVERVIEW_KEYS)
@@ -85,19 +85,19 @@ def main() -> None:
                         key="client_configs_cat")
     if key:
         shown = sorted(set(dist.loc[dist["key"] == key, "cluster"]))
-        st.dataframe(config_views.shares_side_by_side(dist, key, shown, with_spellings=True),
+        components.data_table(config_views.shares_side_by_side(dist, key, shown, with_spellings=True),
                      key="client_configs_shares", hide_index=True,
                      column_config={c: st.column_config.NumberColumn(c, format="percent") for c in shown})
     st.subheader("Default vs overridden")
     st.plotly_chart(charts.default_share_chart(defaults.head(60)), key="client_configs_defaults")
     st.subheader("Client software")
     st.plotly_chart(charts.client_versions_chart(versions), key="client_configs_versions")
-    st.dataframe(versions.drop(columns=["cluster_id", "computed_at", "schema_version"], errors="ignore"),
+    components.data_table(versions.drop(columns=["cluster_id", "computed_at", "schema_version"], errors="ignore"),
                  key="client_configs_versions_table", hide_index=True)
     groups = config_views.filter_results(data.result(location, "group_drift"), clusters=scope["clusters"], keys=keys)
     if not groups.empty:
         st.subheader("Consumer groups whose members disagree")
-        st.dataframe(groups[["cluster", "group_id", "key", "members", "distinct_values", "value_counts_json"]],
+        components.data_table(groups[["cluster", "group_id", "key", "members", "distinct_values", "value_counts_json"]],
                      key="client_configs_group_drift", hide_index=True)
 
 

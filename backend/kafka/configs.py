@@ -17,6 +17,7 @@ from typing import Any
 
 from backend.kafka import probe
 from backend.kafka import protocol as P
+from backend.kafka.answers import Checked, only_requested
 
 CLIENT_ID = "fleetview-configs"
 DEFAULT_BATCH = 200
@@ -63,7 +64,14 @@ class ConfigsAnswer:
     decoded: int = 0  # answers decoded
     reused: int = 0  # answers identical to the last one of their batch, not decoded again
     batch_keys: set[bytes] = field(default_factory=set)  # the memo keys of the batches asked
+    unrequested: int = 0  # resources in the answers that were not asked for (dropped)
+    repeated: int = 0  # resources answered twice (the second dropped)
+    unrequested_sample: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def answer_problem(self) -> str | None:
+        """What the broker answered beyond the question (None: nothing), as one line."""
+        return Checked([], self.unrequested, self.repeated, self.unrequested_sample).problem("config resources")
 
 
 class ConfigsMemo:
@@ -200,7 +208,12 @@ def describe_configs(host: str, port: int, resources: Sequence[tuple[int, str]],
                     answer.decoded += 1
                     if memo is not None:
                         memo.put(key, response_memo, parsed)
-                answer.resources.extend(parsed)
+                # Only the resources of this batch: a broker may add others (any name, any length).
+                checked = only_requested(batch, parsed, key=lambda r: (r.resource_type, r.name))
+                answer.resources.extend(checked.kept)
+                answer.unrequested += checked.unrequested
+                answer.repeated += checked.repeated
+                answer.unrequested_sample = answer.unrequested_sample or checked.sample
         finally:
             sock.close()
         answer.ok = True
