@@ -51,6 +51,11 @@ def has_hidden(text: str) -> bool:
     return HIDDEN.search(text) is not None
 
 
+def has_surrogate(text: str) -> bool:
+    """Whether `text` holds a lone surrogate, which no UTF-8 encoder (nor Arrow) takes."""
+    return _SURROGATE.search(text) is not None
+
+
 def utf8_safe(text: str) -> str:
     """`text` as valid UTF-8 text: each lone surrogate becomes a backslash escape (\\udcff); nothing else changes."""
     if not _SURROGATE.search(text):
