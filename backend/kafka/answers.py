@@ -39,8 +39,10 @@ class Checked(Generic[T]):
         return "the answer held " + " and ".join(parts) + "; dropped" if parts else None
 
 
-def only_requested(asked: Iterable[Hashable], answered: Iterable[T], key: Callable[[T], Hashable]) -> Checked[T]:
-    """Keep the items of `answered` whose `key(item)` is one of `asked`, once each; count the rest."""
+def only_requested(asked: Iterable[Hashable], answered: Iterable[T], key: Callable[[T], Hashable],
+                   label: Callable[[T], str] | None = None) -> Checked[T]:
+    """Keep the items of `answered` whose `key(item)` is one of `asked`, once each; count the rest (`label` names a
+    dropped item in the problem line, by default its key)."""
     wanted = set(asked)
     seen: set[Hashable] = set()
     out: Checked[T] = Checked()
@@ -49,7 +51,8 @@ def only_requested(asked: Iterable[Hashable], answered: Iterable[T], key: Callab
         if k not in wanted:
             out.unrequested += 1
             if out.sample is None:
-                text = visible(k if not isinstance(k, tuple) else " ".join(map(str, k)))
+                text = visible(label(item) if label is not None else k if not isinstance(k, tuple)
+                               else " ".join(map(str, k)))
                 out.sample = repr(text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…")
             continue
         if k in seen:

@@ -107,6 +107,13 @@ class ConfigsMemo:
             return len(self._memos)
 
 
+def resource_label(resource: ResourceConfigs) -> str:
+    """'topic orders', 'broker 2': a resource as the problem lines name it."""
+    kind = {P.RESOURCE_TOPIC: "topic", P.RESOURCE_BROKER: "broker"}.get(resource.resource_type,
+                                                                        f"resource type {resource.resource_type}")
+    return f"{kind} {resource.name}"
+
+
 def batch_key(version: int, synonyms: bool, batch: Sequence[tuple[int, str]],
               sources: frozenset[int] | None = None) -> bytes:
     """The memo key of one batch of resources (with what is kept of its answer)."""
@@ -209,7 +216,7 @@ def describe_configs(host: str, port: int, resources: Sequence[tuple[int, str]],
                     if memo is not None:
                         memo.put(key, response_memo, parsed)
                 # Only the resources of this batch: a broker may add others (any name, any length).
-                checked = only_requested(batch, parsed, key=lambda r: (r.resource_type, r.name))
+                checked = only_requested(batch, parsed, key=lambda r: (r.resource_type, r.name), label=resource_label)
                 answer.resources.extend(checked.kept)
                 answer.unrequested += checked.unrequested
                 answer.repeated += checked.repeated
