@@ -77,14 +77,14 @@ ICON = Path(__file__).resolve().parent / "icon.svg"
 
 def main() -> None:
     """Configure the app, draw the shared sidebar and run the selected page."""
-    if components.ensure_no_raw_export():
-        st.rerun()  # the browser learns the option from the next run's session message
     st.set_page_config(page_title="Kafka fleet view", page_icon=ICON, layout="wide")
     charts.register_template()
     install_log_filter()  # idempotent: the server's log never carries a credential-shaped value
     access = auth.gate()  # before any page or sidebar widget: stops the run at the login or "no access" page
     navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
                                 for path, title, icon, url in PAGES])
+    if components.ensure_no_raw_export():
+        st.rerun()  # the browser learns the option from the next run's session message (same page: after navigation)
     sidebar(access)
     if access.banner:
         st.warning(access.banner, icon=":material/lock_open:")
