@@ -48,6 +48,12 @@ def plain(text: object) -> str:
     return f"{fence} {value} {fence}" if value.strip() else "—"
 
 
+def option(value: object) -> str:
+    """A widget option as shown (`format_func=components.option` on selectboxes and multiselects whose options come
+    from brokers or clients): plain text there, with hidden characters made visible."""
+    return visible(value)
+
+
 def plain_list(items: Iterable[object], *, limit: int = 50) -> str:
     """Untrusted names joined for Markdown (each through `plain`), the first `limit` and how many more."""
     names = list(items)
@@ -114,7 +120,7 @@ def cluster_link(name: str) -> str:
 def copyable_id(label: str, value: str | None) -> None:
     """An id in a code block (Streamlit adds a copy button)."""
     st.caption(label)
-    st.code(value or "—", language=None)
+    st.code(visible(value) or "—", language=None)  # literal, but a bidi override would still be obeyed
 
 
 def no_lake(location: str) -> None:
@@ -191,7 +197,7 @@ def job_progress() -> None:
                 "failed": ":material/error:"}[status.state]
         st.caption(f"{icon} {kind}: {status.state} ({status.elapsed_s:.0f} s)")
         if status.tail:
-            st.code("\n".join(status.tail[-4:]), language=None)
+            st.code("\n".join(visible(line) for line in status.tail[-4:]), language=None)
 
 
 @st.fragment(run_every=5)
@@ -206,7 +212,7 @@ def service_block(location: str, *, with_error: bool = True) -> None:
     if status is None:
         st.caption("The service stopped.")
         return
-    st.text("\n".join(service_lines(status, time.time(), with_error=with_error)))
+    st.text("\n".join(visible(line) for line in service_lines(status, time.time(), with_error=with_error)))
 
 
 def shared_cluster_ids(collisions: dict[str, list[str]]) -> None:

@@ -39,7 +39,7 @@ def main() -> None:
     cols = st.columns([1, 1, 1, 1, 1])
     window = cols[0].selectbox("Resolved in", list(WINDOWS), key="alerts_window")
     severities = cols[1].multiselect("Severity", ["critical", "warning", "info"], key="alerts_severity")
-    clusters = cols[2].multiselect("Cluster", sorted(visible), key="alerts_clusters")
+    clusters = cols[2].multiselect("Cluster", sorted(visible), key="alerts_clusters", format_func=components.option)
     sources = cols[3].multiselect("Source", ["fleet", "client config"], key="alerts_sources")
     text = cols[4].text_input("Rule or subject contains", key="alerts_text")
     chosen = config_views.filter_alerts(every, severities=severities, clusters=clusters, sources=sources, text=text)

@@ -41,11 +41,13 @@ def main() -> None:
     visible = data.visible_result_clusters(location, set(dist["cluster"]))
 
     cols = st.columns(4)
-    clusters = cols[0].multiselect("Cluster", sorted(set(dist["cluster"]) & visible), key="client_configs_clusters")
+    clusters = cols[0].multiselect("Cluster", sorted(set(dist["cluster"]) & visible), key="client_configs_clusters",
+                               format_func=components.option)
     types = cols[1].multiselect("Client type", sorted(dist["client_type"].dropna().unique()), key="client_configs_types")
     software = cols[2].multiselect("Client software", sorted(versions["client_software_name"].dropna().unique()),
-                                   key="client_configs_software")
-    keys = cols[3].multiselect("Key", sorted(set(dist["key"]) | set(numeric["key"])), key="client_configs_keys")
+                                   key="client_configs_software", format_func=components.option)
+    keys = cols[3].multiselect("Key", sorted(set(dist["key"]) | set(numeric["key"])), key="client_configs_keys",
+                           format_func=components.option)
 
     scope = {"clusters": clusters or sorted(visible), "client_types": types, "keys": keys}
     dist = config_views.filter_results(dist, **scope)
@@ -76,7 +78,7 @@ def main() -> None:
     st.plotly_chart(charts.agreement_heatmap(overview), key="client_configs_overview")
     st.subheader("One key")
     options = ranked + sorted(numeric_keys - set(ranked))
-    key = st.selectbox("Key (least agreed first)", options, key="client_configs_key")
+    key = st.selectbox("Key (least agreed first)", options, key="client_configs_key", format_func=components.option)
     if key in numeric_keys:
         st.plotly_chart(charts.numeric_distribution(numeric, key=key), key="client_configs_num")
     elif key:

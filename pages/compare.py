@@ -76,7 +76,7 @@ def main() -> None:
     numeric = numeric[numeric["cluster"].isin(chosen)]
     drifting = config_views.keys_by_drift(heat)
     keys = drifting + sorted((set(dist["key"]) | set(numeric["key"])) - set(drifting))
-    key = st.selectbox("Config key (most drifting first)", keys, key="compare_key")
+    key = st.selectbox("Config key (most drifting first)", keys, key="compare_key", format_func=components.option)
     if key and key in set(numeric["key"]):
         st.plotly_chart(charts.numeric_distribution(numeric, key=key), key="compare_num")
     elif key:
