@@ -17,6 +17,10 @@ from backend.export.csv_safe import safe_csv
 from backend.jobs import JobRegistry
 from backend.plain_text import visible
 from backend.views.display import visible_columns, visible_frame
+from dashboard import auth
+from dashboard.text import option, plain, plain_list
+
+__all__ = ["option", "plain", "plain_list"]  # the one plain-text rule (dashboard/text.py), re-exported for the pages
 
 STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_failed": "red", "misrouted": "violet"}
 # Plain text symbols: headless Chromium often lacks an emoji font.
@@ -35,30 +39,6 @@ NO_RESULTS_HELP = (
     "The client-config pipeline has not run on {lake} yet. Press **Recompute** in the sidebar "
     "or run `python -m backend analyze`."
 )
-
-
-def plain(text: object) -> str:
-    """Untrusted text for a Markdown-rendering call (captions, alerts, `help=` tooltips, labels): the project's one
-    rule. Hidden characters are made visible first (`backend.plain_text.visible`: a bidi override shows as <U+202E>,
-    a line break as ␊, ESC as ␛), then the text goes in an inline code span, rendered literally, so no link,
-    autolink, image, HTML, emoji shortcode or colour directive comes of it. The fence is one backtick longer than
-    any run of backticks in the text, so the text cannot close it."""
-    value = visible(text)
-    fence = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
-    return f"{fence} {value} {fence}" if value.strip() else "—"
-
-
-def option(value: object) -> str:
-    """A widget option as shown (`format_func=components.option` on selectboxes and multiselects whose options come
-    from brokers or clients): plain text there, with hidden characters made visible."""
-    return visible(value)
-
-
-def plain_list(items: Iterable[object], *, limit: int = 50) -> str:
-    """Untrusted names joined for Markdown (each through `plain`), the first `limit` and how many more."""
-    names = list(items)
-    shown = ", ".join(plain(n) for n in names[:limit])
-    return (shown + (f" and {len(names) - limit:,} more" if len(names) > limit else "")) or "none"
 
 
 def data_table(frame: pd.DataFrame, *, key: str, name: str | None = None,
@@ -183,8 +163,6 @@ def job_registry() -> JobRegistry:
 def job_progress() -> None:
     """Live status of the latest poll and analyze jobs (re-runs every 2 s, never blocks); for operators only, since
     a poll's output names every cluster."""
-    from dashboard import auth
-
     if not auth.may_operate():
         return
     registry = job_registry()
