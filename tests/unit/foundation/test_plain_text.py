@@ -13,7 +13,7 @@ from backend.configs.sensitive import safe_error_text
 from backend.kafka.answers import only_requested
 from backend.plain_text import HIDDEN, HIDDEN_RANGES, capped, file_label, utf8_safe, visible
 from backend.views.display import visible_frame
-from dashboard.components import plain, plain_list
+from dashboard.text import plain, plain_list
 
 CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 
