@@ -60,7 +60,7 @@ def _walk_files(root: Path, problems: FileProblems | None) -> list[Path]:
         if problems is not None and exc.filename is not None and Path(os.fsdecode(exc.filename)) != root:
             problems[file_label(Path(os.fsdecode(exc.filename)).relative_to(root).as_posix())] = file_problem(exc)
 
-    for folder, _dirs, names in os.walk(root, onerror=unlisted):
+    for folder, _dirs, names in os.walk(root, onerror=unlisted, followlinks=True):  # as Path.rglob did on 3.11
         found += [Path(folder) / name for name in names]
     return sorted(found)
 
