@@ -28,6 +28,20 @@ PAGES = (
 )
 
 
+def pages() -> list[st.Page]:
+    """Every page at its own URL path (/fleet, /cluster, ...); the Fleet page is also the default, at /.
+
+    Streamlit serves its default page at / only, under a page hash made from its url_path: the default is a copy of
+    the Fleet page under another url_path, and the Fleet page itself stays reachable at /fleet, hidden from the
+    sidebar so it is listed once.
+    """
+    default = PAGES[0]
+    listed = [st.Page(default[0], title=default[1], icon=default[2], url_path="home", default=True)]
+    listed.append(st.Page(default[0], title=default[1], icon=default[2], url_path=default[3], visibility="hidden"))
+    listed += [st.Page(path, title=title, icon=icon, url_path=url) for path, title, icon, url in PAGES[1:]]
+    return listed
+
+
 def sidebar(access: auth.Access) -> None:
     """Shared widgets: who is logged in, lake path, tag filters, Poll now / Recompute and their progress."""
     with st.sidebar:
@@ -71,14 +85,20 @@ def job_buttons(location: str, access: auth.Access) -> None:
         components.job_progress()
 
 
+# The favicon is the product's own file (sent inline as a data: URL): a :material/...: icon would make every
+# browser fetch it from fonts.gstatic.com.
+ICON = Path(__file__).resolve().parent / "icon.svg"
+
+
 def main() -> None:
     """Configure the app, draw the shared sidebar and run the selected page."""
-    st.set_page_config(page_title="Kafka fleet view", page_icon=":material/hub:", layout="wide")
+    st.set_page_config(page_title="Kafka fleet view", page_icon=ICON, layout="wide")
     charts.register_template()
     install_log_filter()  # idempotent: the server's log never carries a credential-shaped value
     access = auth.gate()  # before any page or sidebar widget: stops the run at the login or "no access" page
-    navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
-                                for path, title, icon, url in PAGES])
+    navigation = st.navigation(pages())
+    if components.ensure_no_raw_export():
+        st.rerun()  # the browser learns the option from the next run's session message (same page: after navigation)
     sidebar(access)
     if access.banner:
         st.warning(access.banner, icon=":material/lock_open:")

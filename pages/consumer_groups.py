@@ -12,6 +12,7 @@ import streamlit as st
 from backend.export.csv_safe import safe_csv
 from backend.views import group_views, incident_views
 from dashboard import charts, components, data
+from dashboard.text import option
 
 PAGE_SIZES = (50, 100, 500)
 STATUS_HELP = ("Burrow-style, from the last reads of the group (its window): lagging = lag grew without falling; "
@@ -41,14 +42,14 @@ def list_view(location: str, groups: pd.DataFrame, clusters: list[str]) -> None:
     st.caption(" · ".join(f"{s.replace('_', ' ')} {n:,}" for s, n in counts.items()) or "No groups read yet.")
 
     cols = st.columns([2, 2, 2, 2])
-    chosen = cols[0].multiselect("Cluster", clusters, key="consumer_groups_clusters")
+    chosen = cols[0].multiselect("Cluster", clusters, key="consumer_groups_clusters", format_func=components.option)
     statuses = cols[1].multiselect("Status", list(group_views.STATUS_RANK), key="consumer_groups_statuses",
                                    help=STATUS_HELP)
     types = cols[2].multiselect("Type / protocol", list(group_views.TYPES), key="consumer_groups_types",
                                 help="classic (the classic rebalance protocol), consumer (KIP-848), share "
                                      "(KIP-932), streams (KIP-1071)")
     states = cols[3].multiselect("State", sorted(s for s in visible["state"].dropna().unique() if s),
-                                 key="consumer_groups_states")
+                                 key="consumer_groups_states", format_func=components.option)
     cols = st.columns([3, 2, 1])
     query = cols[0].text_input("Search group ids", key="consumer_groups_query")
     topic = cols[1].text_input("Reads topic (exact name)", key="consumer_groups_topic")
@@ -58,7 +59,7 @@ def list_view(location: str, groups: pd.DataFrame, clusters: list[str]) -> None:
                                   query=query)
     rows = page.rows.copy()
     rows.insert(2, "open", [group_link(c, k) for c, k in zip(rows["cluster"], rows["key"], strict=True)])
-    st.dataframe(rows.drop(columns="key"), key="consumer_groups_table", hide_index=True, column_config={
+    components.data_table(rows.drop(columns="key"), key="consumer_groups_table", hide_index=True, column_config={
         "open": st.column_config.LinkColumn("open", display_text="open ↗", width=52),
         "status": st.column_config.TextColumn("status", help=STATUS_HELP),
         "lag": st.column_config.NumberColumn("lag", help="records behind the end of the log (positive partition lags "
@@ -83,7 +84,7 @@ def list_view(location: str, groups: pd.DataFrame, clusters: list[str]) -> None:
     st.subheader("KIP-848 migration", help="Kafka 4.0 made the consumer rebalance protocol generally available; "
                  "group.protocol=consumer moves a group to it")
     brokers = data.latest_brokers(location, with_data=True)
-    st.dataframe(group_views.migration_table(visible, brokers, clusters), key="consumer_groups_migration",
+    components.data_table(group_views.migration_table(visible, brokers, clusters), key="consumer_groups_migration",
                  hide_index=True)
 
 
@@ -100,7 +101,7 @@ def detail_view(location: str, groups: pd.DataFrame, cluster: str, key: str) -> 
                f"{components.plain(row['state'] or 'unknown')} · assignor {components.plain(row['protocol'] or '—')} · "
                f"coordinator broker {components.plain(row['coordinator_id'])}")
     if len(gid) > 200:
-        st.text_area("full group id", gid, key="consumer_groups_full_id", disabled=True)
+        st.text_area("full group id", option(gid), key="consumer_groups_full_id", disabled=True)
     head = st.columns(4)
     head[0].metric("status", str(row["status"]).replace("_", " "), help=STATUS_HELP)
     head[1].metric("lag", f"{int(row['lag']):,}" if pd.notna(row["lag"]) else "unknown")
@@ -119,11 +120,11 @@ def detail_view(location: str, groups: pd.DataFrame, cluster: str, key: str) -> 
     members = data.group_members(location, names)
     offsets = data.group_offsets(location, names)
     st.markdown("**Members**")
-    st.dataframe(group_views.members_table(members, cluster, gid), key="consumer_groups_members", hide_index=True)
+    components.data_table(group_views.members_table(members, cluster, gid), key="consumer_groups_members", hide_index=True)
     st.markdown("**Partitions** (as kafka-consumer-groups.sh --describe shows them; largest lag first)")
     parts = group_views.partitions_table(offsets, members, cluster, gid)
-    st.dataframe(group_views.topic_lag(parts), key="consumer_groups_topic_lag", hide_index=True)
-    st.dataframe(parts, key="consumer_groups_partitions", hide_index=True, column_config={
+    components.data_table(group_views.topic_lag(parts), key="consumer_groups_topic_lag", hide_index=True)
+    components.data_table(parts, key="consumer_groups_partitions", hide_index=True, column_config={
         "last_moved_at": st.column_config.DatetimeColumn("commit last moved (UTC)", format="YYYY-MM-DD HH:mm:ss")})
 
     st.markdown("**Incidents**")
@@ -132,13 +133,13 @@ def detail_view(location: str, groups: pd.DataFrame, cluster: str, key: str) -> 
     if mine.empty:
         st.caption("No incident for this group in the retention.")
     else:
-        st.dataframe(mine, key="consumer_groups_incidents", hide_index=True, column_config={
+        components.data_table(mine, key="consumer_groups_incidents", hide_index=True, column_config={
             "doc_url": st.column_config.LinkColumn("documentation", display_text="docs ↗"),
             "since": st.column_config.DatetimeColumn("since (UTC)", format="YYYY-MM-DD HH:mm"),
             "last_seen": None, "resolved": st.column_config.DatetimeColumn("resolved", format="YYYY-MM-DD HH:mm"),
             "cluster": None, "source": None})
     st.markdown("**Changes** (created, state, protocol, members joining and leaving; last 7 days)")
-    st.dataframe(group_views.group_changes(data.group_changes(location, cluster), cluster, gid),
+    components.data_table(group_views.group_changes(data.group_changes(location, cluster), cluster, gid),
                  key="consumer_groups_changes", hide_index=True)
 
     st.markdown("**Members' client configs** (KIP-1324 records with this group.id)")
@@ -147,10 +148,10 @@ def detail_view(location: str, groups: pd.DataFrame, cluster: str, key: str) -> 
     if configs.empty:
         st.caption("No KIP-1324 record names this group.id (or the client-config pipeline has not run).")
     else:
-        st.dataframe(configs, key="consumer_groups_configs", hide_index=True)
+        components.data_table(configs, key="consumer_groups_configs", hide_index=True)
     if not drift.empty:
         st.caption("The members disagree on these keys (group drift, from the client-config job):")
-        st.dataframe(drift, key="consumer_groups_drift", hide_index=True)
+        components.data_table(drift, key="consumer_groups_drift", hide_index=True)
     st.page_link("../pages/client_configs.py", label="Client configs of the fleet", icon=":material/tune:")
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from backend.plain_text import visible
 from backend.store.group_model import STATUSES
 from backend.store.model import FleetPoll
 
@@ -25,11 +26,13 @@ _RANK = {status: i for i, status in enumerate(("stalled", "stopped", "empty_with
 
 
 def group_label(value: object) -> str:
-    """A label value: as is up to MAX_LABEL_CHARS, else a prefix, an ellipsis and 12 hex digits of its SHA-1."""
-    text = "" if value is None else str(value)
+    """A label value: hidden characters made visible (backend.plain_text.visible, as every label of the endpoint), as
+    is up to MAX_LABEL_CHARS, else a prefix, an ellipsis and 12 hex digits of the SHA-1 of the whole value."""
+    raw = "" if value is None else str(value)
+    text = visible(raw)
     if len(text) <= MAX_LABEL_CHARS:
         return text
-    digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    digest = hashlib.sha1(raw.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{text[: MAX_LABEL_CHARS - 13]}…{digest}"
 
 

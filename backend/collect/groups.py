@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from backend.collect.group_status import evaluate
 from backend.collect.probing import cluster_resolver
 from backend.config import ClusterConfig, Settings
+from backend.configs.sensitive import safe_error_text
 from backend.kafka import groups as kg
 from backend.kafka import protocol as P
 from backend.kafka.admin import NodeInfo
@@ -175,7 +176,8 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
                         brokers_answered=read.brokers_answered,
                         versions={API_NAMES.get(k, str(k)): v for k, v in sorted(read.versions.items())},
                         requests={API_NAMES.get(k, str(k)): n for k, n in sorted(read.requests.items())})
-    out.errors = {where: why for where, why in read.errors.items()}
+    # error texts carry what brokers said (and group ids): secrets redacted, cut, valid UTF-8
+    out.errors = {where: safe_error_text(why, 2_000) for where, why in read.errors.items()}
     if read.skipped:
         out.errors["groups"] = (f"{len(read.skipped)} of {read.listed} groups not read: the cluster lists more than "
                                 f"max_groups_per_cluster={settings.max_groups_per_cluster}")
@@ -279,4 +281,4 @@ def _judge(gid: str, group: kg.Group, old: GroupState | None, members: tuple[Gro
         status=verdict.status, status_since=since, evidence=verdict.evidence, last_commit_at=last_commit_at,
         first_seen_at=old.first_seen_at if old is not None and old.first_seen_at else now,
         window_at=window_at, window_lag=window_lag, window_committed=window_committed,
-        error=cap(group.error, 2_000))
+        error=safe_error_text(group.error, 2_000))

@@ -42,8 +42,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CLIENTS = AdminClientCache()
 DEFAULT_TOPIC_TABLES = TopicTables()
-DEFAULT_CONFIGS = ConfigCollector()
-DEFAULT_GROUPS = GroupCollector()
 # Cluster names whose poll thread is still running (a hung cluster is not polled twice at once).
 _IN_FLIGHT: set[str] = set()
 _IN_FLIGHT_LOCK = threading.Lock()
@@ -106,8 +104,8 @@ def poll_cluster(
             default_prober, concurrency=settings.probe_concurrency, max_brokers=settings.max_brokers_probed
         )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
-    configs = configs or DEFAULT_CONFIGS
-    groups = groups or DEFAULT_GROUPS
+    configs = configs or ConfigCollector()  # no collector: this poll reads the configs when due, remembering nothing
+    groups = groups or GroupCollector()  # likewise for the consumer groups
 
     def timeout() -> float:
         return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
@@ -411,6 +409,7 @@ def poll_fleet(
     poll_id = new_poll_id(polled_at)
     settings = fleet.settings
     previous_state = previous_state or {}
+    configs = configs or ConfigCollector()
     # The per-call timeouts already stop at the deadline; the grace covers thread scheduling.
     deadline = started + settings.poll_deadline_s + 1.0
     calls: dict[str, _Call | None] = {}
@@ -535,9 +534,12 @@ def run_poller(
     # previous state in memory, so a poll of an unchanged fleet writes only its status rows.
     writer = FleetWriter(lake)
     previous = load_previous_state(lake)
-    configs = configs or DEFAULT_CONFIGS
+    # The run's own collector, seeded from this lake: what it remembers (the last read and when the next is due)
+    # belongs to this lake and this fleet file, never to another poller of the same process. A process-wide one kept
+    # another lake's reading of a same-named cluster as this lake's first state, then "changed" it when it fell due.
+    configs = configs or ConfigCollector()
     configs.seed(writer.configs)  # the stored configurations: the checks' baseline until the first read
-    groups = groups or DEFAULT_GROUPS
+    groups = groups or GroupCollector()  # the run's own, like configs: what it remembers belongs to this lake
     groups.seed(writer.groups)  # the stored groups: their windows go on across restarts
     groups.client_configs = ClientGroupConfigs(lake.location)  # members' KIP-1324 configs per group (results)
     last: FleetPoll | None = None

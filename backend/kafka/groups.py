@@ -13,7 +13,8 @@ One connection per broker (TLS, SASL and ApiVersions as the probe does them), ke
 4. Metadata for the topics the groups read (leaders, topic ids, which topics exist), then ListOffsets (latest,
    read_uncommitted, as kafka-consumer-groups.sh asks) to each partition leader.
 
-Answers are checked against the questions: a group, topic or partition the request did not ask for is dropped.
+Answers are checked against the questions (backend.kafka.answers.only_requested): a group, topic or partition the
+request did not ask for is dropped, and the read's errors say so.
 A broker or group that fails is named in ``GroupsRead.errors``; the rest of the read goes on. Answers to a
 describe batch identical to the last one (same bytes) are not decoded again (``GroupsMemo``).
 """
@@ -32,6 +33,7 @@ from typing import Any
 
 from backend.kafka import probe
 from backend.kafka import protocol as P
+from backend.kafka.answers import only_requested
 from backend.kafka.wire import Reader
 
 CLIENT_ID = "fleetview-groups"
@@ -43,7 +45,9 @@ MAX_GROUPS_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_GROUPS_ELEMENTS = MAX_GROUPS_RESPONSE_BYTES // 4
 LATEST_TIMESTAMP = -1
 RETRIABLE = frozenset({P.NOT_COORDINATOR, P.COORDINATOR_LOAD_IN_PROGRESS, P.COORDINATOR_NOT_AVAILABLE})
-MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
+MEMBER_TYPES = {0: "classic", 1: "consumer"}
+API_LABELS = {P.API_DESCRIBE_GROUPS: "DescribeGroups", P.API_CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+              P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe"}  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
 GROUP_TYPES = ("classic", "consumer", "share", "streams")
 
 # The versions this reader asks for: the codec's, capped where a newer version changes what it must send.
@@ -373,7 +377,9 @@ class _Reader:
                                                  batch_key(b.id, api_key, version, names))
                 parsed = self.parsed(key, reused)
                 if parsed is None:
-                    parsed = self._parse_described(api_key, body, set(names))
+                    parsed, problem = self._parse_described(api_key, body, names)
+                    if problem:
+                        self.broker_error(b, f"{API_LABELS.get(api_key, api_key)}: {problem}")
                     self.remember(key, parsed)
                 by_name = {g.group_id: g for g in batch}
                 for name, (code, message, state, protocol_type, protocol, members) in parsed.items():
@@ -392,13 +398,13 @@ class _Reader:
         return retry
 
     @staticmethod
-    def _parse_described(api_key: int, body: dict[str, Any], asked: set[str]
-                         ) -> dict[str, tuple[int, str | None, str, str | None, str, tuple[Member, ...]]]:
+    def _parse_described(api_key: int, body: dict[str, Any], asked: list[str]
+                         ) -> tuple[dict[str, tuple[int, str | None, str, str | None, str, tuple[Member, ...]]],
+                                    str | None]:
         out = {}
-        for raw in body.get("groups") or ():
+        checked = only_requested(asked, body.get("groups") or (), lambda raw: raw.get("group_id") or "")
+        for raw in checked.kept:  # never take an answer to a question that was not asked
             name = raw.get("group_id") or ""
-            if name not in asked:
-                continue  # never take an answer to a question that was not asked
             code = raw.get("error_code") or 0
             message = raw.get("error_message")
             if api_key == P.API_DESCRIBE_GROUPS:
@@ -410,7 +416,7 @@ class _Reader:
                 members = tuple(_new_member(m) for m in raw.get("members") or ())
                 out[name] = (code, message, raw.get("group_state") or "", None, raw.get("assignor_name") or "",
                              members)
-        return out
+        return out, checked.problem("groups")
 
     # -- committed offsets
 
@@ -432,7 +438,11 @@ class _Reader:
                     "groups": [{"group_id": g.group_id, "member_id": None, "member_epoch": -1, "topics": None}
                                for g in batch],
                     "require_stable": False})
-                answered = {raw.get("group_id"): raw for raw in body.get("groups") or ()}
+                checked = only_requested([g.group_id for g in batch], body.get("groups") or (),
+                                         lambda raw: raw.get("group_id") or "")
+                if checked.problem("groups"):
+                    self.broker_error(b, f"OffsetFetch: {checked.problem('groups')}")
+                answered = {raw.get("group_id"): raw for raw in checked.kept}
                 for g in batch:
                     raw = answered.get(g.group_id)
                     if raw is None:
@@ -496,16 +506,16 @@ class _Reader:
         out: dict[tuple[str, int], int] = {}
         if version is None or version < 1:
             return out
-        wanted = set(topics)
         for first in range(0, len(topics), METADATA_BATCH):
             batch = topics[first:first + METADATA_BATCH]
             body, _r, _k = self.request(via, P.API_METADATA, version, {
                 "topics": [{"name": t, "topic_id": P.ZERO_UUID} for t in batch], "allow_auto_topic_creation": False,
                 "include_topic_authorized_operations": False})
-            for t in body.get("topics") or ():
+            checked = only_requested(batch, body.get("topics") or (), lambda t: t.get("name"))
+            if checked.problem("topics"):
+                self.out.errors["end offsets"] = f"Metadata: {checked.problem('topics')}"
+            for t in checked.kept:
                 name = t.get("name")
-                if name not in wanted:
-                    continue
                 code = t.get("error_code") or 0
                 if code == P.UNKNOWN_TOPIC_OR_PARTITION:
                     self.out.missing_topics.add(name)
@@ -536,19 +546,19 @@ class _Reader:
                 "topics": [{"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
                                                        "timestamp": LATEST_TIMESTAMP, "max_num_offsets": 1}
                                                       for p in ps]} for t, ps in by_topic.items()]})
-            asked = set(batch)
             found: dict[tuple[str, int], int] = {}
-            for t in body.get("topics") or ():
-                for p in t.get("partitions") or ():
-                    key = (t.get("name") or "", int(p.get("partition_index", 0)))
-                    if key not in asked:
-                        continue
-                    if p.get("error_code"):
-                        failed += 1
-                        continue
-                    offset = p.get("offset", -1) if version >= 1 else (p.get("old_style_offsets") or [-1])[0]
-                    if isinstance(offset, int) and offset >= 0:
-                        found[key] = offset
+            answered = [((t.get("name") or "", int(p.get("partition_index", 0))), p)
+                        for t in body.get("topics") or () for p in t.get("partitions") or ()]
+            checked = only_requested(batch, answered, lambda item: item[0])
+            if checked.problem("partitions"):
+                self.broker_error(b, f"ListOffsets: {checked.problem('partitions')}")
+            for key, p in checked.kept:
+                if p.get("error_code"):
+                    failed += 1
+                    continue
+                offset = p.get("offset", -1) if version >= 1 else (p.get("old_style_offsets") or [-1])[0]
+                if isinstance(offset, int) and offset >= 0:
+                    found[key] = offset
             with self.lock:
                 self.out.end_offsets.update(found)
         if failed:

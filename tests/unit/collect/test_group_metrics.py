@@ -49,7 +49,7 @@ def test_worst_groups_get_series_within_the_limits_and_the_rest_is_counted(tmp_p
     metrics.update(FleetPoll("p1", AT, [cluster, never_read], [], 10.0))
     samples = _samples(metrics)
     lags = {s[0]["group"]: s[1] for s in samples["kafka_fleet_group_lag_records"]}
-    assert len(lags) == 4 and lags[HOSTILE] == 1000.0  # stalled first, then lagging, then the largest lag
+    assert len(lags) == 4 and lags[group_label(HOSTILE)] == 1000.0  # stalled first, then lagging, then the largest lag
     assert group_label(LONG_A) in lags and group_label(LONG_B) in lags and "ok-0" in lags
     assert len(samples["kafka_fleet_group_topic_lag_records"]) == 5
     dropped = {s[0]["kind"]: s[1] for s in samples["kafka_fleet_group_series_dropped"]}
@@ -62,7 +62,7 @@ def test_worst_groups_get_series_within_the_limits_and_the_rest_is_counted(tmp_p
 
 
 def test_label_values_are_escaped_and_long_ids_stay_distinct() -> None:
-    assert group_label(HOSTILE) == HOSTILE  # short enough: kept whole, the exposition format escapes it
+    assert group_label(HOSTILE) == HOSTILE.replace("\n", "\u240a")  # kept whole, the line break made visible
     a, b = group_label(LONG_A), group_label(LONG_B)
     assert len(a) == MAX_LABEL_CHARS and a != b and a.startswith("a" * 100)
     metrics = FleetMetrics("/nonexistent-lake")
@@ -72,4 +72,4 @@ def test_label_values_are_escaped_and_long_ids_stay_distinct() -> None:
     text = generate_latest(registry).decode("utf-8")
     assert "<script>alert(1)</script>" in text  # a label value, not markup: Prometheus shows it as text
     line = next(x for x in text.splitlines() if x.startswith("kafka_fleet_group_lag_records") and "cmd" in x)
-    assert '\\"/C calc\\"' in line and "\\n" in line  # quotes and the newline escaped, one line per sample
+    assert '\\"/C calc\\"' in line and "\u240a" in line  # quotes escaped, the newline shown as ␊: one line each
