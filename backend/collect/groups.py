@@ -242,16 +242,23 @@ def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[Gro
         prior = by_key.get(key)
         end = read.end_offsets.get(key, prior.end if prior is not None and topic not in read.missing_topics else None)
         moved = prior is None or prior.committed != offset
+        member = assigned.get(key)
+        if (not moved and prior is not None and prior.end == end and prior.member_id == member
+                and prior.topic_id is not None):
+            out.append(prior)  # an idle partition: the same object (nothing to recompute, compared by identity)
+            continue
         lag = None if offset is None or end is None else end - offset
         if lag is not None and lag > 0:
             lag_since = prior.lag_since if prior is not None and prior.lag_since is not None else now
         else:
             lag_since = None
         out.append(PartitionLag(
-            topic=topic, partition=partition, committed=offset, end=end, member_id=assigned.get(key),
+            topic=topic, partition=partition, committed=offset, end=end, member_id=member,
             topic_id=read.topic_ids.get(topic) if moved or prior is None or prior.topic_id is None else prior.topic_id,
             last_moved_at=now if moved else (prior.last_moved_at if prior is not None else now),
             lag_since=lag_since))
+    if len(out) == len(old) and all(a is b for a, b in zip(out, old, strict=True)):
+        return old  # an idle group: its partitions tuple unchanged
     return tuple(out)
 
 

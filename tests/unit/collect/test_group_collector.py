@@ -109,3 +109,10 @@ def test_a_type_switch_and_the_window_survive_a_new_read() -> None:
     second = build_snapshot(_read(10, 20, group_type="consumer"), first, SETTINGS, T0 + timedelta(seconds=60))
     assert (first.groups["orders-app"].group_type, second.groups["orders-app"].group_type) == ("classic", "consumer")
     assert second.groups["orders-app"].first_seen_at == T0
+
+
+def test_an_idle_groups_partitions_are_the_same_objects_from_read_to_read() -> None:
+    snaps = _run([_read(10, 20), _read(10, 20), _read(11, 20)])
+    assert snaps[1].offsets["orders-app"] is snaps[0].offsets["orders-app"]  # nothing moved: reused as it was
+    assert snaps[2].offsets["orders-app"] is not snaps[1].offsets["orders-app"]
+    assert snaps[2].offsets["orders-app"][0].last_moved_at == T0 + timedelta(seconds=120)
