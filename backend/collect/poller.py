@@ -25,6 +25,7 @@ from backend.kafka.admin import (
     NodeInfo,
     TopicListing,
 )
+from backend.kafka.admin_helpers import AdminHelpers
 from backend.kafka.zk import ZkView, read_zookeeper
 from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, LakeError, new_poll_id
@@ -39,7 +40,10 @@ from backend.store.snapshots import load_previous_state
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CLIENTS = AdminClientCache()
+# librdkafka in helper processes (one shared; isolated ones only while a helper died): a broker that makes
+# librdkafka abort() takes down a helper, never the poller. AdminClientCache() runs it in process (benchmarks).
+DEFAULT_CLIENTS = AdminHelpers()
+AdminClients = AdminClientCache | AdminHelpers
 DEFAULT_TOPIC_TABLES = TopicTables()
 # Cluster names whose poll thread is still running (a hung cluster is not polled twice at once).
 _IN_FLIGHT: set[str] = set()
@@ -81,7 +85,7 @@ def poll_cluster(
     settings: Settings,
     *,
     previous: ClusterSnapshot | None = None,
-    clients: AdminClientCache | None = None,
+    clients: AdminClients | None = None,
     prober: Prober | None = None,
     topic_tables: TopicTables | None = None,
     configs: ConfigCollector | None = None,
@@ -121,35 +125,65 @@ def poll_cluster(
 
     admin = clients.get(cluster, settings.request_timeout_s)
     errors: list[str] = []
-    table = _direct_table(cluster, previous, topic_tables, deadline, settings)
+    table, table_error = _direct_table(cluster, previous, topic_tables, deadline, settings)
+    # librdkafka runs in a helper process (backend.kafka.admin_helpers) that a malformed answer may kill; when it
+    # killed this cluster's own helper, librdkafka is paused for it and the poll goes on with the built-in codec.
+    paused = admin.paused()
+
+    def retried(fn: Callable[[], Any]) -> Any:
+        """A call its helper's death failed runs once more, on the helper the cluster is placed on now."""
+        try:
+            return fn()
+        except AdminCallError as exc:
+            if exc.kind != "crashed" or deadline - time.monotonic() < 1.0:
+                raise
+            log.warning("cluster %s: %s; trying once more", cluster.name, exc)
+            return fn()
+
+    def view_description(view: MetadataView) -> ClusterDescription:
+        return ClusterDescription(cluster_id=view.cluster_id, controller_id=view.controller_id, brokers=view.brokers,
+                                  authorized_operations=None)
+
     try:
-        if table is None or _routing_changed(table.view, previous):
+        if paused is not None:
+            if table is None:
+                raise AdminCallError(f"no broker answered Metadata ({table_error}); {paused}", "paused")
+            errors.append(paused)
+            metadata = table.view
+        elif table is None or _routing_changed(table.view, previous):
             # librdkafka routes DescribeCluster to the controller it last saw (a stopped broker
             # stays "controller" in its cache): a full Metadata through it refreshes that view.
-            metadata = admin.metadata(timeout())
+            try:
+                metadata = retried(lambda: admin.metadata(timeout()))
+            except AdminCallError as exc:
+                if exc.kind == "auth" or table is None:
+                    raise
+                errors.append(str(exc))  # the direct answer stands in (the brokers answered the built-in codec)
+                metadata = table.view
         else:
             metadata = table.view
-        try:
-            description = admin.describe_cluster(timeout())
-        except AdminCallError as exc:
-            if exc.kind == "auth":
-                raise
-            errors.append(str(exc))
-            description = ClusterDescription(
-                cluster_id=metadata.cluster_id,
-                controller_id=metadata.controller_id,
-                brokers=metadata.brokers,
-                authorized_operations=None,
-            )
+        if paused is not None:
+            description = view_description(metadata)
+        else:
+            try:
+                description = retried(lambda: admin.describe_cluster(timeout()))
+            except AdminCallError as exc:
+                if exc.kind == "auth":
+                    raise
+                errors.append(str(exc))
+                description = view_description(metadata)
     except AdminCallError as exc:
         status = "auth_failed" if exc.kind == "auth" else "down"
+        error = str(exc)
+        if paused is None and (now_paused := admin.paused()) is not None:
+            error = f"{error}; {now_paused}"  # its own helper died during this poll
         zk_view = _zk_result(zk_call, deadline)
         return finish(
             _row(
                 cluster,
                 polled_at,
                 status,
-                error=str(exc),
+                error=error,
                 zk_cluster_id=zk_view.cluster_id if zk_view else None,
                 zk_nodes=zk_view.nodes if zk_view else [],
             )
@@ -161,7 +195,7 @@ def poll_cluster(
         listing = table.listing
     else:
         try:
-            listing = admin.describe_topics(metadata.topic_names, timeout(), deadline=deadline)
+            listing = retried(lambda: admin.describe_topics(metadata.topic_names, timeout(), deadline=deadline))
         except AdminCallError as exc:
             errors.append(f"topics: {exc}")
             listing = TopicListing(topics=[], failed={})
@@ -190,6 +224,10 @@ def poll_cluster(
         errors.append(zk_view.error)
 
     snapshot = _assemble(cluster, polled_at, description, listing, probes, zk_view, previous)
+    if paused is None and (now_paused := admin.paused()) is not None:
+        errors.append(now_paused)  # its own helper died during this poll
+    elif paused is not None and table is not None and _all_sane(description, probes):
+        admin.resume()  # every broker answers the built-in codec sanely again: librdkafka on probation
     if config_call is not None and config_call.wait(deadline) and config_call.error is not None:
         log.warning("cluster %s: reading configs failed: %s", cluster.name,
                     scrub(f"{type(config_call.error).__name__}: {config_call.error}", cluster))
@@ -205,14 +243,20 @@ def poll_cluster(
     return finish(snapshot)
 
 
+def _all_sane(description: ClusterDescription, probes: dict[int, ProbeOutcome]) -> bool:
+    """Whether every listed broker answered the probe without an error."""
+    outcomes = [probes.get(node.broker_id) for node in description.brokers]
+    return bool(outcomes) and all(o is not None and o.reachable and not o.error for o in outcomes)
+
+
 def _direct_table(
     cluster: ClusterConfig,
     previous: ClusterSnapshot | None,
     topic_tables: TopicTables,
     deadline: float,
     settings: Settings,
-) -> TopicTable | None:
-    """Every topic with its id from one Metadata request to a known broker; None if none answers.
+) -> tuple[TopicTable | None, str]:
+    """Every topic with its id from one Metadata request to a known broker; (None, why) if none answers.
 
     One decoded request replaces librdkafka's list + DescribeTopics (about 0.08 ms of CPU per
     topic), and an answer identical to the last one is not decoded again.
@@ -227,11 +271,11 @@ def _direct_table(
     budget = time.monotonic() + (deadline - time.monotonic()) / 2
     try:
         return topic_tables.fetch(cluster, known + bootstrap, budget, settings.request_timeout_s,
-                                  max_response_bytes=settings.max_metadata_response_bytes)
+                                  max_response_bytes=settings.max_metadata_response_bytes), ""
     except TopicFetchError as exc:
         log.info("cluster %s: no direct Metadata answer, using DescribeTopics (%s)",
                  cluster.name, scrub(str(exc), cluster))
-        return None
+        return None, str(exc)
 
 
 def _routing_changed(view: MetadataView, previous: ClusterSnapshot | None) -> bool:
@@ -385,7 +429,7 @@ def poll_fleet(
     fleet: Fleet,
     previous_state: dict[str, ClusterSnapshot] | None = None,
     *,
-    clients: AdminClientCache | None = None,
+    clients: AdminClients | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
 ) -> FleetPoll:
@@ -497,7 +541,7 @@ def run_poller(
     *,
     on_poll: Callable[[FleetPoll], None] | None = None,
     stop: threading.Event | None = None,
-    clients: AdminClientCache | None = None,
+    clients: AdminClients | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
     wake: threading.Event | None = None,
