@@ -42,7 +42,7 @@ from backend.kafka.isolation import SHARED, Isolation
 
 log = logging.getLogger(__name__)
 
-GRACE_S = 1.5  # past a call's own timeout: librdkafka's future wait (+1 s) and the hop back
+GRACE_S = 1.0  # past a call's deadline, as ClusterAdmin waits for its futures in process: a later answer is a timeout
 START_RETRY_S = 5.0  # a helper that could not start is not started again sooner than this
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `backend`
 _WHAT = {"metadata": "Metadata", "describe_cluster": "DescribeCluster", "describe_topics": "DescribeTopics",
