@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
+from backend.collect.client_metrics import DEFAULT_CLIENT_METRICS, ClientMetricsCollector
 from backend.collect.configs import ConfigCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
@@ -51,7 +52,8 @@ def scrub(text: str | None, cluster: ClusterConfig) -> str | None:
     """Remove the cluster's secrets from a text (errors from libraries may echo configuration)."""
     if not text:
         return text
-    for secret in (cluster.password(), cluster.ssl_key_password()):
+    metrics_password = cluster.broker_metrics.password() if cluster.broker_metrics is not None else None
+    for secret in (cluster.password(), cluster.ssl_key_password(), metrics_password):
         if secret:
             text = text.replace(secret, "***")
     return text
@@ -86,6 +88,7 @@ def poll_cluster(
     prober: Prober | None = None,
     topic_tables: TopicTables | None = None,
     configs: ConfigCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
 ) -> ClusterSnapshot:
     """Poll one cluster: DescribeCluster, topics with ids, per-broker probe and ZooKeeper.
 
@@ -103,6 +106,7 @@ def poll_cluster(
         )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
     configs = configs or DEFAULT_CONFIGS
+    client_metrics = client_metrics or DEFAULT_CLIENT_METRICS
 
     def timeout() -> float:
         return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
@@ -184,6 +188,15 @@ def poll_cluster(
         errors.append(f"probe: {type(probe_call.error).__name__}: {probe_call.error}")
     else:
         errors.append("probe did not finish before the poll deadline")
+    metrics_call: _Call | None = None
+    if client_metrics.due(cluster, settings):
+        # The brokers' JMX metrics (client inventory, KIP-511/KIP-896), read once the probe's and the config
+        # reader's own short connections are closed, so the product does not count itself.
+        if config_call is not None:
+            config_call.wait(deadline - 1.0)
+        metrics_call = _Call(lambda: client_metrics.collect(cluster, settings, description.brokers, deadline - 0.5),
+                             f"client-metrics-{cluster.name}")
+        metrics_call.start()
     zk_view = _zk_result(zk_call, deadline)
     if zk_call is not None and zk_view is None:
         errors.append("ZooKeeper read did not finish before the poll deadline")
@@ -195,6 +208,10 @@ def poll_cluster(
         log.warning("cluster %s: reading configs failed: %s", cluster.name,
                     scrub(f"{type(config_call.error).__name__}: {config_call.error}", cluster))
     snapshot.configs = configs.last(cluster.name)  # a read still running past the deadline lands in the next poll
+    if metrics_call is not None and metrics_call.wait(deadline) and metrics_call.error is not None:
+        log.warning("cluster %s: reading broker metrics failed: %s", cluster.name,
+                    scrub(f"{type(metrics_call.error).__name__}: {metrics_call.error}", cluster))
+    snapshot.inventory = client_metrics.last(cluster.name)
     snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
     if snapshot.status == "misrouted":
         errors.insert(
@@ -389,6 +406,7 @@ def poll_fleet(
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
 ) -> FleetPoll:
     """Poll every cluster concurrently; a cluster that misses poll_deadline_s becomes a `down` row."""
     started = time.monotonic()
@@ -413,6 +431,7 @@ def poll_fleet(
                     clients=clients,
                     prober=prober,
                     configs=configs,
+                    client_metrics=client_metrics,
                 )
             finally:
                 _end(cluster.name)
@@ -500,6 +519,7 @@ def run_poller(
     clients: AdminClientCache | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
     wake: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> FleetPoll | None:
@@ -520,12 +540,15 @@ def run_poller(
     previous = load_previous_state(lake)
     configs = configs or DEFAULT_CONFIGS
     configs.seed(writer.configs)  # the stored configurations: the checks' baseline until the first read
+    client_metrics = client_metrics or DEFAULT_CLIENT_METRICS
+    client_metrics.seed(writer.inventory)  # the stored inventories: the counts' baseline across a restart
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
         if on_start is not None:
             on_start()
-        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs)
+        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs,
+                          client_metrics=client_metrics)
         try:
             result = writer.write(last)
             for name, reason in result.degraded.items():

@@ -1,0 +1,151 @@
+"""The lab brokers' JMX metrics, as the Prometheus JMX exporter's default rules name them, one page per broker.
+
+`GET /metrics/<cluster>/<broker id>` answers the page of that lab broker: its real open connections by the
+client software each sent in ApiVersions (KIP-511; none sent: `unknown`), the `metrics_clients` of lab.toml,
+their deprecated requests (KIP-896, a count growing at their rate since the lab started) and, to make the page
+as big as a real broker's, `padding_series` other series. A broker stopped, refusing, or with a latency fault
+answers that way here too. One HTTP server (127.0.0.1, a free port) serves every broker.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.lab.fleet import LabFleet
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def padding(n: int) -> str:
+    """n series shaped like a broker's other metrics (per-topic byte rates and request counts)."""
+    if n <= 0:
+        return ""
+    lines = ["# HELP kafka_server_BrokerTopicMetrics_Count Attribute exposed for management",
+             "# TYPE kafka_server_BrokerTopicMetrics_Count untyped"]
+    for i in range(n):
+        lines.append(f'kafka_server_BrokerTopicMetrics_Count{{name="BytesInPerSec",topic="lab-topic-{i:05d}",}} '
+                     f"{float(i * 17 % 100_000)}")
+    return "\n".join(lines) + "\n"
+
+
+class LabMetrics:
+    """Serves every lab broker's metrics page (see the module doc)."""
+
+    def __init__(self, fleet: LabFleet, *, padding_series: int = 200, host: str = "127.0.0.1") -> None:
+        """A server for the brokers of `fleet` (not started)."""
+        self.fleet = fleet
+        self.padding_series = padding_series
+        self.host = host
+        self.started_at = time.monotonic()
+        self._padding = padding(padding_series)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (0 before start)."""
+        return int(self._server.server_address[1]) if self._server is not None else 0
+
+    def url_template(self, cluster: str) -> str:
+        """The fleet file's metrics_url of a lab cluster ({broker_id} filled per broker by the poller)."""
+        return f"http://{self.host}:{self.port}/metrics/{urllib.parse.quote(cluster, safe='')}/{{broker_id}}"
+
+    def start(self) -> LabMetrics:
+        """Listen on a free port, serving from a daemon thread."""
+        if self._server is not None:
+            return self
+        handler = _handler(self.page)
+        self._server = ThreadingHTTPServer((self.host, 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="lab-metrics", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def page(self, cluster: str, broker_id: int) -> tuple[int, str, float]:
+        """(HTTP status, body, latency in seconds) of one broker's page."""
+        runtime = self.fleet.runtimes.get(cluster)
+        server = self.fleet.servers.get((cluster, broker_id))
+        if runtime is None or server is None:
+            return 404, "no such lab broker\n", 0.0
+        faults = self.fleet.faults(cluster, broker_id)
+        if faults.stopped or faults.refuse or not server.listening:
+            return 503, "broker down\n", 0.0
+        listener = runtime.security_protocol
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for conn in list(server.connections.values()):
+            counts[(listener, conn.client_software_name or "unknown", conn.client_software_version or "unknown")] += 1
+        elapsed = time.monotonic() - self.started_at
+        deprecated: list[tuple[str, int, str, str, float]] = []
+        for client in runtime.spec.metrics_clients:
+            counts[(client.listener, client.software_name, client.software_version)] += client.connections
+            for request, api_version in client.deprecated:
+                deprecated.append((request, api_version, client.software_name, client.software_version,
+                                   float(int(client.rate * elapsed) + 1)))
+        lines = ["# HELP kafka_server_socket_server_metrics_connections The number of connections with this client "
+                 "and version. kafka.server:name=null,type=socket-server-metrics,attribute=connections",
+                 "# TYPE kafka_server_socket_server_metrics_connections untyped"]
+        for (lst, name, version), n in sorted(counts.items()):
+            lines.append("kafka_server_socket_server_metrics_connections" + _labels(
+                clientSoftwareName=name, clientSoftwareVersion=version, listener=lst, networkProcessor="0")
+                + f" {float(n)}")
+        lines += ["# HELP kafka_network_RequestMetrics_Count Attribute exposed for management",
+                  "# TYPE kafka_network_RequestMetrics_Count untyped",
+                  'kafka_network_RequestMetrics_Count{name="RequestsPerSec",request="ApiVersions",version="3",} 1.0']
+        for request, api_version, name, sw_version, count in deprecated:
+            lines.append("kafka_network_RequestMetrics_Count" + _labels(
+                clientSoftwareName=name, clientSoftwareVersion=sw_version, name="DeprecatedRequestsPerSec",
+                request=request, version=str(api_version)) + f" {count}")
+        return 200, "\n".join(lines) + "\n" + self._padding, faults.latency_ms / 1000.0
+
+
+def _handler(page: Callable[[str, int], tuple[int, str, float]]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
+            if len(parts) != 3 or parts[0] != "metrics" or not parts[2].isdigit():
+                status, body, delay = 404, "not found\n", 0.0
+            else:
+                status, body, delay = page(parts[1], int(parts[2]))
+            if delay:
+                time.sleep(delay)
+            data = body.encode("utf-8")
+            zipped = "gzip" in (self.headers.get("Accept-Encoding") or "")
+            if zipped:
+                data = gzip.compress(data, compresslevel=1)
+            self.send_response(status)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            if zipped:
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    return Handler
