@@ -85,7 +85,8 @@ def compare_with_configs(by_cluster: pd.DataFrame, client_versions: pd.DataFrame
         right = right.groupby(["cluster_name", "software_name", "software_version"], dropna=False)["instances"].sum() \
             .reset_index().rename(columns={"instances": "config_instances"})
     out = left.merge(right, on=["cluster_name", "software_name", "software_version"], how="outer")
-    has_b, has_c = out["connections"].fillna(0) > 0, out["config_instances"].fillna(0) > 0
+    has_b = pd.to_numeric(out["connections"], errors="coerce").fillna(0) > 0
+    has_c = pd.to_numeric(out["config_instances"], errors="coerce").fillna(0) > 0
     out["agreement"] = ["both" if b and c else "brokers only" if b else "config sources only"
                         for b, c in zip(has_b, has_c, strict=True)]
     return out[columns].sort_values(["cluster_name", "agreement", "software_name"]).reset_index(drop=True)
