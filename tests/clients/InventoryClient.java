@@ -1,6 +1,6 @@
 // A real Apache Kafka Java producer of any release from 0.10 to 4.x (only API every one of them has):
-// it sends COUNT records to TOPIC, prints "SENT <count>", then stays connected (refreshing metadata)
-// until its standard input closes, so the broker counts its connection by client software (KIP-511)
+// it sends COUNT records to TOPIC, prints "SENT <count>", then goes on sending one record a second
+// until its standard input closes (or it is stopped), so the broker counts its connection by client software (KIP-511)
 // and, for a client older than 2.1, its requests on protocol versions Kafka 4.0 removed (KIP-896).
 //
 // Usage (single-file source program, compiled by the java launcher against the jars on the classpath):
@@ -28,9 +28,22 @@ public class InventoryClient {
         producer.flush();
         System.out.println("SENT " + count);
         System.out.flush();
-        // Stay connected until stdin closes; a metadata refresh every 2 s keeps the connection in use.
-        while (System.in.read() != -1) {
-            // ignore input
+        final boolean[] done = {false};
+        Thread stdin = new Thread(() -> {
+            try {
+                while (System.in.read() != -1) {
+                    // ignore input
+                }
+            } catch (java.io.IOException ignored) {
+                // stdin gone: stop
+            }
+            done[0] = true;
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        for (int i = count; !done[0]; i++) {
+            producer.send(new ProducerRecord<String, String>(args[1], "k" + i, "v" + i));
+            Thread.sleep(1000);
         }
         producer.close();
     }
