@@ -12,7 +12,7 @@ import plotly.io as pio
 
 from backend.auth.scope import Scope
 from backend.export.csv_safe import safe_csv
-from backend.views import broker_config_views, charts, config_views, fleet_views, frames
+from backend.views import broker_config_views, charts, config_views, fleet_views, frames, readiness
 
 DEFAULT_TOP_KEYS = 10
 _CSS = """
@@ -38,6 +38,7 @@ class DriftReportData:
     numeric: pd.DataFrame
     keys: list[str]
     broker_configs: pd.DataFrame  # broker configs side by side (differences first, defaults left out)
+    readiness: readiness.Readiness | None = None  # upgrade readiness of the chosen clusters (backend.views.readiness)
 
 
 def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None, *,
@@ -86,7 +87,13 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
     viewable = [c for c in clusters if scope.may_view(c)]
     broker_configs = broker_config_views.compare_broker_configs(
         scope.by_name(frames.broker_configs(location, viewable)), viewable)
+    chosen = latest[latest["cluster_name"].isin(viewable)]
+    ready = readiness.readiness(chosen, scope.by_name(frames.latest_rows(location, "broker_snapshots", with_data=True)),
+                                scope.by_name(frames.inventory_rows(location, viewable)),
+                                scope.by_name(frames.inventory_runs(location, viewable)),
+                                default_share=config_views.name_clusters(result("default_share"), names))
     return DriftReportData(
+        readiness=ready,
         clusters=latest[latest["cluster_name"].isin(clusters)],
         drift=drift[pair_ok & drift["key"].isin(chosen_keys)].sort_values("tvd", ascending=False),
         heatmap=heat,
@@ -129,6 +136,7 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
         + (f" · lake {html.escape(lake_label)}" if lake_label else "") + "</p>",
         "<h2>Clusters</h2>", _table(summary),
         *_broker_config_section(data.broker_configs),
+        *_readiness_section(data.readiness),
         "<h2>Drift by key and cluster pair</h2>",
         ("<p>Total variation distance between the value distributions of the latest client instances "
         "(0 = identical, 1 = disjoint).</p>"),
@@ -173,6 +181,27 @@ def _broker_config_section(table: pd.DataFrame) -> list[str]:
                  "configs set somewhere differ, differences first; configs at their default everywhere are left "
                  "out; values the brokers mark sensitive are never stored.</p>")
     return parts + [_table(table.drop(columns=["all_default"]))]
+
+
+def _readiness_section(report: readiness.Readiness | None) -> list[str]:
+    parts = ["<h2>Upgrade readiness</h2>"]
+    if report is None or report.verdicts.empty:
+        return parts + ["<p class='note'>No readiness for these clusters.</p>"]
+    parts.append(f"<p>Target {html.escape(report.target)}: blocked when an item fails, unverified when the product "
+                 "cannot tell an item (never ready by omission); see docs/client-inventory.md.</p>")
+    return parts + [_table(report.verdicts), _table(report.items)]
+
+
+def build_readiness_csv(location: str, target: str | None = None, *, scope: Scope | None = None) -> str:
+    """The readiness checklist of every cluster (within ``scope``) for the target, as CSV (formula cells neutralised)."""
+    scope = scope or Scope()
+    latest = fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))
+    names = list(latest["cluster_name"])
+    report = readiness.readiness(latest, scope.by_name(frames.latest_rows(location, "broker_snapshots", with_data=True)),
+                                 scope.by_name(frames.inventory_rows(location, names)),
+                                 scope.by_name(frames.inventory_runs(location, names)), target=target)
+    table = report.items.merge(report.verdicts[["cluster_name", "verdict"]], on="cluster_name")
+    return safe_csv(table.assign(target=report.target))
 
 
 def build_broker_config_csv(location: str, clusters: list[str], *, include_defaults: bool = False,

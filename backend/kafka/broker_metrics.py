@@ -48,9 +48,10 @@ EXPORTS_KIP896 = frozenset({DIALECT_DEFAULT, DIALECT_CONFLUENT})
 UNKNOWN = "unknown"
 MAX_TEXT = 255  # a software name or version longer than this is cut (Kafka's own limit is far lower)
 _RATE_SUFFIXES = ("meanrate", "oneminuterate", "fiveminuterate", "fifteenminuterate", "rate")
-# Lines (not comments) that carry a client-software label: the only ones worth parsing.
-_RELEVANT = re.compile(rb"(?im)^[^#\n][^\n]*software[^\n]*$")
-_REQUEST_METRICS = re.compile(rb"(?i)requestmetrics")
+# Lines (not comments) that carry a client-software label are the only ones worth parsing; they are found with
+# bytes.find (a case-insensitive regex over a 500 KiB page costs 10x more).
+_NEEDLES = (b"oftware", b"OFTWARE")
+_REQUEST_METRICS = (b"equestMetrics", b"equestmetrics", b"EQUESTMETRICS")
 _FOLDED = re.compile(r"request_?([a-z0-9]+)_?version_?(\d+)$")
 
 
@@ -150,14 +151,31 @@ def recognise(samples: Iterable[tuple[str, Mapping[str, str], float]], endpoint:
     return out
 
 
+def relevant_lines(page: bytes) -> list[bytes]:
+    """The sample lines (not comments) of a page that mention client software, in page order, each once."""
+    starts: set[int] = set()
+    out: list[tuple[int, bytes]] = []
+    for needle in _NEEDLES:
+        at = page.find(needle)
+        while at != -1:
+            start = page.rfind(b"\n", 0, at) + 1
+            end = page.find(b"\n", at)
+            end = len(page) if end == -1 else end
+            if start not in starts and not page.startswith(b"#", start):
+                starts.add(start)
+                out.append((start, page[start:end]))
+            at = page.find(needle, end)
+    return [line for _, line in sorted(out)]
+
+
 def read_page(page: bytes, endpoint: str) -> PageReading:
     """Read one exposition-format page (as an exporter serves it) from one endpoint.
 
     Only lines with a client-software label are parsed (prometheus_client's parser); a line the parser refuses
     raises ValueError, which the caller turns into that endpoint's error.
     """
-    wanted = b"\n".join(m.group(0) for m in _RELEVANT.finditer(page))
-    reading = PageReading(request_metrics=_REQUEST_METRICS.search(page) is not None)
+    wanted = b"\n".join(relevant_lines(page))
+    reading = PageReading(request_metrics=any(n in page for n in _REQUEST_METRICS))
     if not wanted:
         return reading
     text = wanted.decode("utf-8", errors="replace") + "\n"
