@@ -394,6 +394,9 @@ class Settings(_Strict):
     # Further lakes the UI may switch to, by name; the browser can choose only among these.
     lakes: dict[str, str] = Field(default_factory=dict)
     spark_master: str = "local[*]"
+    # The address the Spark driver binds and advertises. Unset: 127.0.0.1 (its ports are unauthenticated and it holds
+    # every cluster's client configs); a remote master's executors need an address they can reach (docs/spark.md).
+    spark_driver_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.:\-\[\]]{1,253}$")
     retention_days: int = Field(default=30, ge=1, le=3_650)
     secrets_file: str = DEFAULT_SECRETS_FILE
     # What one cluster may cost a poll (docs/security.md, "Hostile brokers and ZooKeeper").

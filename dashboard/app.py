@@ -29,6 +29,20 @@ PAGES = (
 )
 
 
+def pages() -> list[st.Page]:
+    """Every page at its own URL path (/fleet, /cluster, ...); the Fleet page is also the default, at /.
+
+    Streamlit serves its default page at / only, under a page hash made from its url_path: the default is a copy of
+    the Fleet page under another url_path, and the Fleet page itself stays reachable at /fleet, hidden from the
+    sidebar so it is listed once.
+    """
+    default = PAGES[0]
+    listed = [st.Page(default[0], title=default[1], icon=default[2], url_path="home", default=True)]
+    listed.append(st.Page(default[0], title=default[1], icon=default[2], url_path=default[3], visibility="hidden"))
+    listed += [st.Page(path, title=title, icon=icon, url_path=url) for path, title, icon, url in PAGES[1:]]
+    return listed
+
+
 def sidebar(access: auth.Access) -> None:
     """Shared widgets: who is logged in, lake path, tag filters, Poll now / Recompute and their progress."""
     with st.sidebar:
@@ -78,8 +92,7 @@ def main() -> None:
     charts.register_template()
     install_log_filter()  # idempotent: the server's log never carries a credential-shaped value
     access = auth.gate()  # before any page or sidebar widget: stops the run at the login or "no access" page
-    navigation = st.navigation([st.Page(path, title=title, icon=icon, url_path=url, default=url == "fleet")
-                                for path, title, icon, url in PAGES])
+    navigation = st.navigation(pages())
     sidebar(access)
     if access.banner:
         st.warning(access.banner, icon=":material/lock_open:")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,10 +12,14 @@ from typing import Any, NoReturn
 
 import streamlit as st
 
+from backend.auth.ended import EndedLogins
 from backend.auth.exposure import decide_exposure, insecure_requested
 from backend.auth.grants import Role, grants_for, may_log_in, operates_all, user_groups
 from backend.auth.session import session_expired, session_expires_at, session_key
 from backend.config import Fleet, FleetConfigError, default_fleet_file, load_fleet
+from backend.service.status import service_state_dir
+from backend.store.location import resolve_lake
+from dashboard.text import plain
 
 ACCESS_KEY = "_fleetview_access"
 POLICY_TTL_S = 60
@@ -33,6 +36,7 @@ class Access:
     user: str = ""
     expires_at: float = math.inf
     key: str = ""
+    ended_dir: str | None = None  # where Log out records this login as ended (the service's state directory)
 
     @property
     def visible(self) -> tuple[str, ...] | None:
@@ -61,35 +65,17 @@ def policy() -> tuple[Fleet | None, str | None]:
     return _load_policy(str(Path(path).resolve()), (info.st_mtime_ns, info.st_size))
 
 
-# Streamlit's identity cookie lives 30 days: a logged-out login need not be remembered longer.
-COOKIE_LIFETIME_S = 30 * 86400
-
-
-class _LoggedOut:
-    """Logins ended with Log out in this server process (shared by every session): session key -> forget after."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._until: dict[str, float] = {}
-
-    def add(self, key: str, now: float) -> None:
-        with self._lock:
-            self._until[key] = now + COOKIE_LIFETIME_S
-
-    def holds(self, key: str, now: float) -> bool:
-        with self._lock:
-            for stale in [k for k, until in self._until.items() if until < now]:
-                del self._until[stale]
-            return key in self._until
-
-
 @st.cache_resource(show_spinner=False)
-def _logged_out() -> _LoggedOut:
-    return _LoggedOut()
+def _ended_logins(directory: str | None) -> EndedLogins:
+    """The logins ended with Log out, kept in the service's state directory (shared by every UI process using it)."""
+    return EndedLogins(Path(directory) if directory else None)
 
 
-def _is_logged_out(key: str, now: float) -> bool:
-    return _logged_out().holds(key, now)
+def _ended_dir(fleet: Fleet) -> str | None:
+    """The state directory of the service this UI belongs to: serve's, else the default lake's (None: remote lake)."""
+    lake = resolve_lake(None, fleet_lake_path=fleet.settings.lake_path)
+    directory = service_state_dir(lake, configured=fleet.service.state_dir)
+    return None if directory is None else str(directory)
 
 
 def _only(draw: Callable[[], None]) -> NoReturn:
@@ -105,12 +91,6 @@ def _stop(title: str, message: str) -> NoReturn:
         st.error(message, icon=":material/block:")
 
     _only(stopped)
-
-
-def _plain(text: object) -> str:
-    from dashboard.components import plain
-
-    return plain(text)
 
 
 def _provider_configured(provider: str | None) -> bool:
@@ -142,13 +122,13 @@ def _login_page(provider: str | None, note: str | None = None) -> NoReturn:
 
 def _no_access_page(claims: dict[str, Any], fleet: Fleet, who: str) -> NoReturn:
     groups = sorted(user_groups(claims, fleet.auth))
-    shown = ", ".join(_plain(g) for g in groups[:20]) + (f" and {len(groups) - 20} more" if len(groups) > 20 else "")
+    shown = ", ".join(plain(g) for g in groups[:20]) + (f" and {len(groups) - 20} more" if len(groups) > 20 else "")
     reason = ("your groups may not log in to this fleet view" if not may_log_in(claims, fleet.auth)
               else "no cluster of this fleet view is granted to you")
 
     def no_access() -> None:
         st.title("No access")
-        st.error(f"You are logged in as {_plain(who)}, but {reason}. Ask an administrator to add you or one of your "
+        st.error(f"You are logged in as {plain(who)}, but {reason}. Ask an administrator to add you or one of your "
                  "groups to a cluster's `access` in the fleet file (see docs/auth.md).", icon=":material/lock:")
         st.caption(f"Groups in your ID token ({', '.join(fleet.auth.groups_claims)}): {shown or 'none'}")
         if st.button("Log out", key="auth_logout_denied", icon=":material/logout:"):
@@ -161,11 +141,11 @@ def gate() -> Access:
     """Decide what this session may see, before any page or sidebar widget is drawn; stops the run otherwise."""
     fleet, problem = policy()
     if fleet is None:
-        _stop("Fleet file problem", f"The fleet file cannot be used, so nothing is shown: {_plain(problem)}")
+        _stop("Fleet file problem", f"The fleet file cannot be used, so nothing is shown: {plain(problem)}")
     address = st.get_option("server.address")
     exposure = decide_exposure(address, fleet.auth, insecure_requested())
     if not exposure.allowed:
-        _stop("Not served", _plain(exposure.reason))
+        _stop("Not served", plain(exposure.reason))
     if not exposure.login:
         banner = (f"Login is off and this UI listens on {address or 'every interface'}: anyone who can reach it sees "
                   "every cluster and can start polls ([auth] required = false, --insecure-no-login)."
@@ -183,7 +163,8 @@ def gate() -> Access:
     claims = st.user.to_dict()
     now = time.time()
     key = session_key(claims)
-    if session_expired(claims, fleet.auth.max_session_hours, now) or _is_logged_out(key, now):
+    ended_dir = _ended_dir(fleet)
+    if session_expired(claims, fleet.auth.max_session_hours, now) or _ended_logins(ended_dir).holds(key, now):
         st.session_state.pop(ACCESS_KEY, None)
         _login_page(fleet.auth.provider, f"Your session has ended (sessions last {fleet.auth.max_session_hours:g} "
                                          "hours, or you logged out). Log in again.")
@@ -193,7 +174,8 @@ def gate() -> Access:
         st.session_state.pop(ACCESS_KEY, None)
         _no_access_page(claims, fleet, who)
     access = Access(login=True, banner=None, roles=tuple(sorted(roles.items())), operate_all=operates_all(roles, fleet),
-                    user=who, expires_at=session_expires_at(claims, fleet.auth.max_session_hours), key=key)
+                    user=who, expires_at=session_expires_at(claims, fleet.auth.max_session_hours), key=key,
+                    ended_dir=ended_dir)
     st.session_state[ACCESS_KEY] = access
     return access
 
@@ -226,9 +208,9 @@ def logout_button() -> None:
     access = current()
     if access is None or not access.login:
         return
-    st.caption(f":material/person: {_plain(access.user)}")
+    st.caption(f":material/person: {plain(access.user)}")
     if st.button("Log out", key="auth_logout", width="stretch", icon=":material/logout:"):
-        _logged_out().add(access.key, time.time())
+        _ended_logins(access.ended_dir).add(access.key, time.time())
         st.session_state.pop(ACCESS_KEY, None)
         st.logout()
         st.stop()  # the browser is sent away; draw nothing more

@@ -14,6 +14,8 @@ import streamlit as st
 from backend.export import images
 from backend.export.csv_safe import safe_csv
 from backend.jobs import JobRegistry
+from dashboard import auth
+from dashboard.text import plain
 
 STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_failed": "red", "misrouted": "violet"}
 # Plain text symbols: headless Chromium often lacks an emoji font.
@@ -32,15 +34,6 @@ NO_RESULTS_HELP = (
     "The client-config pipeline has not run on {lake} yet. Press **Recompute** in the sidebar "
     "or run `python -m backend analyze`."
 )
-
-
-def plain(text: object) -> str:
-    """Untrusted text for a Markdown-rendering call, as an inline code span: rendered literally, so no link,
-    autolink, image, HTML, emoji shortcode or colour directive comes of it. The fence is one backtick longer than
-    any run of backticks in the text, so the text cannot close it; line breaks become spaces."""
-    value = ("" if text is None else str(text)).replace("\r", " ").replace("\n", " ")
-    fence = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
-    return f"{fence} {value} {fence}" if value.strip() else "—"
 
 
 def status_badge(status: str, error: str | None = None) -> None:
@@ -131,8 +124,6 @@ def job_registry() -> JobRegistry:
 def job_progress() -> None:
     """Live status of the latest poll and analyze jobs (re-runs every 2 s, never blocks); for operators only, since
     a poll's output names every cluster."""
-    from dashboard import auth
-
     if not auth.may_operate():
         return
     registry = job_registry()

@@ -45,6 +45,51 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
             report.sections.append((f"rig log {log.parent.name}/{log.name}", log_tail(log, 40)))
 
 
+# The fixtures that start a broker, ZooKeeper, Spark's JVM, Streamlit or Chromium. `--pure-only` keeps the tests that
+# use none of them: the ones `make test` runs again under a wall clock moved ahead (`--clock-shift`).
+RIG_FIXTURES = frozenset({"zookeeper", "kafka39", "kafka4", "kafka4_all_up", "spark", "streamlit_app", "app_server",
+                          "browser", "page"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """--pure-only: only the tests that need no broker, browser or JVM; --clock-shift: the wall clock moved ahead."""
+    parser.addoption("--pure-only", action="store_true",
+                     help="only the tests that start no broker, ZooKeeper, JVM, Streamlit server or browser")
+    parser.addoption("--clock-shift", default=None, metavar="DAYS",
+                     help="run with the wall clock (time.time, datetime.now, pandas' now) this many days ahead, e.g. 45")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the rig marker; with --clock-shift, move the wall clock before any test module is imported.
+
+    time-machine moves the wall clock only: monotonic clocks, sleeps and timeouts run as they are (libfaketime, which
+    also shifts the monotonic clock, hangs Python's timed waits on Debian 12).
+    """
+    config.addinivalue_line("markers", "rig: starts a real component (JVM, broker, browser) without a rig fixture")
+    shift = config.getoption("--clock-shift")
+    if shift:
+        import datetime as dt
+
+        import time_machine
+
+        traveller = time_machine.travel(dt.datetime.now(dt.UTC) + dt.timedelta(days=float(shift)), tick=True)
+        traveller.start()
+        config.add_cleanup(traveller.stop)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --pure-only, deselect every test that uses a rig fixture or carries the rig marker."""
+    if not config.getoption("--pure-only"):
+        return
+    keep, drop = [], []
+    for item in items:
+        uses_rig = RIG_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.get_closest_marker("rig")
+        (drop if uses_rig else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 # Start-up time of each rig component, printed at the end of the run.
 RIG_TIMINGS: dict[str, float] = {}
 
@@ -131,7 +176,8 @@ class StreamlitServer:
     log: Path
 
 
-def _stop_process_group(proc: subprocess.Popen[bytes]) -> None:
+def stop_process_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group, then SIGKILL after 15 s."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -175,7 +221,7 @@ def streamlit_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
 
     yield start
     for server in servers:
-        _stop_process_group(server.proc)
+        stop_process_group(server.proc)
 
 
 @pytest.fixture(scope="session")

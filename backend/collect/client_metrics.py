@@ -268,5 +268,3 @@ def _deprecated(samples: list[tuple[int | None, DeprecatedSample]], previous: In
                                  s.count, old.first_seen_at, last, rate))
     return sorted(out, key=lambda d: (d.endpoint, d.request, d.version, d.software_name, d.software_version))
 
-
-DEFAULT_CLIENT_METRICS = ClientMetricsCollector()

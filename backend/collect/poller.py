@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
-from backend.collect.client_metrics import DEFAULT_CLIENT_METRICS, ClientMetricsCollector
+from backend.collect.client_metrics import ClientMetricsCollector
 from backend.collect.configs import ConfigCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CLIENTS = AdminClientCache()
 DEFAULT_TOPIC_TABLES = TopicTables()
-DEFAULT_CONFIGS = ConfigCollector()
 # Cluster names whose poll thread is still running (a hung cluster is not polled twice at once).
 _IN_FLIGHT: set[str] = set()
 _IN_FLIGHT_LOCK = threading.Lock()
@@ -105,8 +104,8 @@ def poll_cluster(
             default_prober, concurrency=settings.probe_concurrency, max_brokers=settings.max_brokers_probed
         )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
-    configs = configs or DEFAULT_CONFIGS
-    client_metrics = client_metrics or DEFAULT_CLIENT_METRICS
+    configs = configs or ConfigCollector()  # no collector: this poll reads the configs when due, remembering nothing
+    client_metrics = client_metrics or ClientMetricsCollector()  # likewise: read when due, nothing remembered
 
     def timeout() -> float:
         return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
@@ -414,6 +413,8 @@ def poll_fleet(
     poll_id = new_poll_id(polled_at)
     settings = fleet.settings
     previous_state = previous_state or {}
+    configs = configs or ConfigCollector()
+    client_metrics = client_metrics or ClientMetricsCollector()
     # The per-call timeouts already stop at the deadline; the grace covers thread scheduling.
     deadline = started + settings.poll_deadline_s + 1.0
     calls: dict[str, _Call | None] = {}
@@ -538,9 +539,12 @@ def run_poller(
     # previous state in memory, so a poll of an unchanged fleet writes only its status rows.
     writer = FleetWriter(lake)
     previous = load_previous_state(lake)
-    configs = configs or DEFAULT_CONFIGS
+    # The run's own collector, seeded from this lake: what it remembers (the last read and when the next is due)
+    # belongs to this lake and this fleet file, never to another poller of the same process. A process-wide one kept
+    # another lake's reading of a same-named cluster as this lake's first state, then "changed" it when it fell due.
+    configs = configs or ConfigCollector()
     configs.seed(writer.configs)  # the stored configurations: the checks' baseline until the first read
-    client_metrics = client_metrics or DEFAULT_CLIENT_METRICS
+    client_metrics = client_metrics or ClientMetricsCollector()  # the run's own too, for the same reason
     client_metrics.seed(writer.inventory)  # the stored inventories: the counts' baseline across a restart
     last: FleetPoll | None = None
     while not stop.is_set():

@@ -16,10 +16,11 @@ import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from backend.lab.fleet import LabFleet
+from backend.lab.cluster import ClusterRuntime
+from backend.lab.faults import BrokerFaults
+from backend.lab.server import BrokerServer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -44,6 +45,17 @@ def padding(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+class LabBrokers(Protocol):
+    """What the pages read of a lab fleet (LabFleet has it; this module imports no fleet back)."""
+
+    runtimes: dict[str, ClusterRuntime]
+    servers: dict[tuple[str, int], BrokerServer]
+
+    def faults(self, cluster: str, broker_id: int) -> BrokerFaults:
+        """The faults active on one broker."""
+        ...
+
+
 class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # every broker of a big lab may be scraped at once (the default backlog is 5)
 
@@ -51,7 +63,7 @@ class _Server(ThreadingHTTPServer):
 class LabMetrics:
     """Serves every lab broker's metrics page (see the module doc)."""
 
-    def __init__(self, fleet: LabFleet, *, padding_series: int = 200, host: str = "127.0.0.1") -> None:
+    def __init__(self, fleet: LabBrokers, *, padding_series: int = 200, host: str = "127.0.0.1") -> None:
         """A server for the brokers of `fleet` (not started)."""
         self.fleet = fleet
         self.padding_series = padding_series

@@ -22,13 +22,14 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, help="fleet file (TOML) for lake_path/spark_master")
 
 
-def _settings(args: argparse.Namespace) -> tuple[str, str | None]:
-    master = args.master
-    if args.config and not master:
+def _settings(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
+    master, driver_host = args.master, None
+    if args.config:
         from backend.config import load_fleet
 
-        master = load_fleet(args.config).settings.spark_master
-    return configured_lake(args.lake, fleet_file=args.config), master
+        settings = load_fleet(args.config).settings
+        master, driver_host = master or settings.spark_master, settings.spark_driver_host
+    return configured_lake(args.lake, fleet_file=args.config), master, driver_host
 
 
 STOPPED_EXIT = 143
@@ -59,7 +60,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     from backend.signals import stop_on_signals
 
     try:
-        lake, master = _settings(args)
+        lake, master, driver_host = _settings(args)
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -72,7 +73,8 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     try:
         with stop_on_signals(on_stop):
             summary = run_analysis(lake, master=master, full=args.full, window_days=args.window_days,
-                                   progress=lambda msg: print(f"  .. {msg}", flush=True), short_lived=True)
+                                   progress=lambda msg: print(f"  .. {msg}", flush=True), short_lived=True,
+                                   driver_host=driver_host)
     except Exception:
         if not stopping.is_set():
             raise

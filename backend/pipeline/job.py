@@ -188,6 +188,7 @@ def run_analysis(
     progress: Callable[[str], None] | None = None,
     *,
     short_lived: bool = False,
+    driver_host: str | None = None,
 ) -> AnalysisSummary:
     """Fold new client_configs into the state and count tables, and rewrite lake/results.
 
@@ -197,7 +198,7 @@ def run_analysis(
     everything from every file. ``window_days`` limits results to instances whose latest
     snapshot is that recent. ``short_lived``: the process exits after this run (the CLI), so a
     small run may start the JVM with start-up settings (backend.pipeline.spark.get_spark); a
-    long-lived driver leaves it false.
+    long-lived driver leaves it false. ``driver_host``: where a driver this run starts listens (default loopback).
     """
     started = time.monotonic()
     say = progress or (lambda _msg: None)
@@ -227,7 +228,7 @@ def run_analysis(
         say(f"full computation: {reason}")
     read_bytes = sum(sizes[f] for f in new_files)
     work_bytes = read_bytes + (paths.tree_bytes(STATE_DIR, LATEST) if not reason else 0)
-    spark = get_spark(master, short_lived=short_lived and work_bytes <= SMALL_RUN_BYTES)
+    spark = get_spark(master, short_lived=short_lived and work_bytes <= SMALL_RUN_BYTES, driver_host=driver_host)
     summary.files_processed = len(new_files)
     say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
     sized = size_session(spark, read_bytes, small=work_bytes <= SMALL_RUN_BYTES)

@@ -27,6 +27,10 @@ BROADCAST_BYTES = 32 * 1024 * 1024  # count tables and instance-id lists are bro
 SMALL_RUN_BYTES = 256 * 1024  # the synthetic benchmark fleet: about 10,000 instances
 SMALL_RUN_PARTITIONS = 2
 SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The driver's RPC and block-manager ports are unauthenticated unless spark.authenticate is on, and the driver
+# holds every cluster's client configs: it listens on loopback unless the fleet file names a reachable address
+# (`spark_driver_host`, for a remote master; docs/spark.md, "Where the driver listens").
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -106,12 +110,23 @@ def resolve_master(master: str | None) -> str | None:
     return DEFAULT_MASTER
 
 
+def driver_address(resolved_master: str | None, driver_host: str | None) -> str | None:
+    """Where a driver this process starts listens: the fleet file's spark_driver_host, else loopback.
+
+    None under spark-submit (which set the driver's address itself).
+    """
+    if driver_host:
+        return driver_host
+    return None if resolved_master is None else LOOPBACK
+
+
 def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *,
-              short_lived: bool = False) -> SparkSession:
+              short_lived: bool = False, driver_host: str | None = None) -> SparkSession:
     """Build (or reuse) the SparkSession: quiet logs, UTC, few shuffle partitions when local.
 
     ``short_lived``: this process runs one small job and exits; a JVM this call starts gets
     SHORT_RUN_JAVA_OPTIONS. A session that already runs keeps its JVM as it is.
+    ``driver_host``: the address the driver binds and advertises (default: 127.0.0.1, see driver_address).
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -138,6 +153,9 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *
     )
     if resolved is not None:
         builder = builder.master(resolved)
+    address = driver_address(resolved, driver_host)
+    if address is not None:
+        builder = builder.config("spark.driver.host", address).config("spark.driver.bindAddress", address)
     if short_lived and resolved is not None and SparkContext._active_spark_context is None:
         builder = builder.config("spark.driver.extraJavaOptions", SHORT_RUN_JAVA_OPTIONS)
     if resolved is not None and resolved.startswith("local"):

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from backend.service.worker import Worker
+    from backend.service.job_worker import Worker
 
 log = logging.getLogger("backend.service.driver")
 FINISH_GRACE_S = 4.0  # a stop waits this long for the run in progress before cancelling it
@@ -81,10 +81,11 @@ def recover_interrupted_swaps(lake: str) -> list[str]:
 class WarmDriver:
     """One SparkSession for many analyze runs over one lake."""
 
-    def __init__(self, lake: str, master: str | None) -> None:
+    def __init__(self, lake: str, master: str | None, driver_host: str | None = None) -> None:
         """Remember where to run; the session starts in start()."""
         self.lake = lake
         self.master = master
+        self.driver_host = driver_host
         self.spark: SparkSession | None = None
         self.running = threading.Event()
         self.cancelled = threading.Event()
@@ -95,7 +96,7 @@ class WarmDriver:
 
         os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
                               f'--conf "spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}" pyspark-shell')
-        self.spark = get_spark(self.master, app_name="fleetview-service")
+        self.spark = get_spark(self.master, app_name="fleetview-service", driver_host=self.driver_host)
 
     def run(self, full: bool = False) -> Any:
         """One analysis (incremental unless full); returns run_analysis's summary."""
@@ -106,7 +107,7 @@ class WarmDriver:
         self.cancelled.clear()
         self.running.set()
         try:
-            return run_analysis(self.lake, master=self.master, full=full,
+            return run_analysis(self.lake, master=self.master, full=full, driver_host=self.driver_host,
                                 progress=lambda msg: log.info("analyze: %s", msg))
         finally:
             self.running.clear()
@@ -159,9 +160,9 @@ def _summary_detail(summary: Any) -> dict[str, Any]:
     return {name: getattr(summary, name) for name in SUMMARY_FIELDS if hasattr(summary, name)}
 
 
-def run_analyze_worker(worker: Worker, lake: str, master: str | None) -> int:
+def run_analyze_worker(worker: Worker, lake: str, master: str | None, *, driver_host: str | None = None) -> int:
     """Serve run requests ({"full": bool}) with one warm driver until stopped; exit 3 when the driver is lost."""
-    driver = WarmDriver(lake, master)
+    driver = WarmDriver(lake, master, driver_host)
     began = time.monotonic()
     driver.start()
     worker.send("hello", startup_s=time.monotonic() - began, rss_bytes=process_tree_rss())

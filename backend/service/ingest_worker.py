@@ -11,7 +11,7 @@ from backend.service_settings import ClientConfigSource
 
 if TYPE_CHECKING:
     from backend.configs.ingest import IngestResult
-    from backend.service.worker import Worker
+    from backend.service.job_worker import Worker
 
 log = logging.getLogger("backend.service.ingest")
 

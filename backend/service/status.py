@@ -13,6 +13,7 @@ import os
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,16 +172,26 @@ def take_requests(state_dir: Path) -> list[str]:
     return jobs
 
 
-def service_for_lake(lake: str, environ: dict[str, str] | None = None) -> tuple[Path | None, dict[str, Any] | None]:
+def service_state_dir(lake: str, environ: Mapping[str, str] | None = None, configured: str = "") -> Path | None:
+    """The service's state directory for a UI on this lake: $FLEETVIEW_SERVICE_DIR (set by serve for its UI), else
+    [service] state_dir, else <lake>/_state/service for a local lake; None for a remote lake without either."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_SERVICE_DIR):
+        return Path(env[ENV_SERVICE_DIR])
+    try:
+        return default_state_dir(lake, configured)
+    except ValueError:
+        return None
+
+
+def service_for_lake(lake: str, environ: Mapping[str, str] | None = None) -> tuple[Path | None, dict[str, Any] | None]:
     """(state directory, status) of the service running on this lake; status None when none runs.
 
     The directory is $FLEETVIEW_SERVICE_DIR (set by serve for its UI), else <lake>/_state/service for a local lake.
     A service running on another lake does not count.
     """
-    env = os.environ if environ is None else environ
-    try:
-        state_dir = Path(env[ENV_SERVICE_DIR]) if env.get(ENV_SERVICE_DIR) else default_state_dir(lake)
-    except ValueError:
+    state_dir = service_state_dir(lake, environ)
+    if state_dir is None:
         return None, None
     status = read_status(state_dir)
     if status is None:

@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import threading
 import time
 from collections import Counter
-from typing import Any
 
 from backend.config import Fleet, FleetConfigError, load_fleet
 from backend.service.channel import Channel
+from backend.service.job_worker import Worker
 from backend.signals import stop_on_signals
 from backend.store.location import resolve_lake
 
 log = logging.getLogger("backend.service.worker")
-# A stop that has not ended the process after this long exits at once (the supervisor SIGKILLs at 12 s):
-# every write path commits last (poll status rows, ingest progress, the pipeline's state.json).
-HARD_EXIT_S = 10.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,70 +32,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, default=None, help="poll: seconds between polls (default: the fleet file's)")
     parser.add_argument("--master", default=None, help="analyze: Spark master (default: the fleet file's spark_master)")
     return parser
-
-
-class Worker:
-    """What every worker shares: the channel, the stop flag, and the run events."""
-
-    def __init__(self, job: str, channel: Channel | None) -> None:
-        """A worker for job, reporting on channel (None: report to the log only, for a manual run)."""
-        self.job = job
-        self.channel = channel
-        self.stop = threading.Event()
-        self.wake = threading.Event()
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-
-    def send(self, event: str, **fields: Any) -> None:
-        """Report an event to the supervisor."""
-        if self.channel is not None:
-            self.channel.send({"event": event, "job": self.job, "pid": os.getpid(), "at": time.time(), **fields})
-
-    def listen(self) -> None:
-        """Take operations from the supervisor until the channel closes (which stops the worker)."""
-        if self.channel is None:
-            return
-
-        def loop() -> None:
-            assert self.channel is not None
-            for message in self.channel.messages():
-                op = message.get("op")
-                if op == "run":
-                    with self._lock:
-                        self.requests.append(message)
-                    self.wake.set()
-                elif op == "stop":
-                    self.request_stop()
-            self.request_stop()
-
-        threading.Thread(target=loop, name=f"{self.job}-channel", daemon=True).start()
-
-    def request_stop(self) -> None:
-        """Stop after the run in progress (at the latest HARD_EXIT_S from now)."""
-        if not self.stop.is_set():
-            threading.Thread(target=self._watchdog, name=f"{self.job}-stop-watchdog", daemon=True).start()
-        self.stop.set()
-        self.wake.set()
-
-    def _watchdog(self) -> None:
-        time.sleep(HARD_EXIT_S)
-        log.error("%s worker: still running %.0fs after the stop request; exiting now", self.job, HARD_EXIT_S)
-        logging.shutdown()
-        os._exit(3)
-
-    def next_request(self, timeout_s: float) -> dict[str, Any] | None:
-        """The next run request, waiting up to timeout_s (None on timeout or stop)."""
-        deadline = time.monotonic() + timeout_s
-        while not self.stop.is_set():
-            with self._lock:
-                if self.requests:
-                    return self.requests.pop(0)
-                self.wake.clear()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            self.wake.wait(min(left, 0.5))
-        return None
 
 
 def run_poll_worker(worker: Worker, fleet: Fleet, lake: str, interval_s: float | None) -> int:
@@ -167,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_ingest_worker(worker, fleet, lake)
         from backend.service.driver import run_analyze_worker
 
-        return run_analyze_worker(worker, lake, args.master or fleet.settings.spark_master)
+        return run_analyze_worker(worker, lake, args.master or fleet.settings.spark_master,
+                                  driver_host=fleet.settings.spark_driver_host)
 
 
 if __name__ == "__main__":

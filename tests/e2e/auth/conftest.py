@@ -13,7 +13,7 @@ import pytest
 from backend.config import load_fleet
 from backend.lab.fleet import LabFleet
 from backend.lab.model import parse_lab_config
-from tests.conftest import StreamlitServer, wait_for_streamlit
+from tests.conftest import StreamlitServer, stop_process_group, wait_for_streamlit
 from tests.rig.kafka import ZooKeeperServer
 from tests.rig.oidc import OidcProvider, provider_installed
 from tests.rig.procs import REPO, free_port
@@ -119,6 +119,12 @@ class AuthApp:
     idp: OidcProvider
     fleet_file: Path
     lab: LabLake
+    start: Callable[[], StreamlitServer]
+
+    def restart(self) -> None:
+        """Stop the UI server and start a new one on the same port, lake, fleet file and secrets."""
+        stop_process_group(self.server.proc)
+        self.server = self.start()
 
     def set_max_session_hours(self, hours: float) -> None:
         """Rewrite the fleet file with another max_session_hours (the app re-reads it when it changes)."""
@@ -142,9 +148,11 @@ def auth_app(lab_lake: LabLake, streamlit_app: Callable[..., StreamlitServer],
         fleet_file.write_text(fleet_toml(lab_lake), encoding="utf-8")
         secrets = work / "secrets.toml"
         secrets.write_text(idp.secrets_toml(COOKIE_SECRET), encoding="utf-8")
-        server = streamlit_app(lab_lake.path, {"FLEETVIEW_FLEET": str(fleet_file)}, port=port,
-                               extra_args=["--secrets.files", str(secrets)])
-        yield AuthApp(server, url, idp, fleet_file, lab_lake)
+        def start() -> StreamlitServer:
+            return streamlit_app(lab_lake.path, {"FLEETVIEW_FLEET": str(fleet_file)}, port=port,
+                                 extra_args=["--secrets.files", str(secrets)])
+
+        yield AuthApp(start(), url, idp, fleet_file, lab_lake, start)
     finally:
         idp.stop()
 

@@ -309,6 +309,13 @@ def test_logout_works_and_the_old_cookie_is_refused_afterwards(auth_app: AuthApp
     _open(page, f"{auth_app.url}/")
     _login_page_only(page)
     assert "Your session has ended" in page.inner_text("body")
+    # Still refused by a restarted UI: the ended login is kept with the service's state, not in the process.
+    auth_app.restart()
+    context.clear_cookies()
+    context.add_cookies(before)
+    _open(page, f"{auth_app.url}/")
+    _login_page_only(page)
+    assert "Your session has ended" in page.inner_text("body")
 
 
 def test_a_forged_cookie_leads_to_the_login_page(auth_app: AuthApp, context: Any, viewer_state: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from tests.unit.dashboard.test_report import external_references
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
 # url path -> (heading, a test id that only a finished render of that page shows)
-PAGES = {"": ("Fleet", "stDataFrame"), "cluster": ("Cluster", "stDataFrame"),
+PAGES = {"": ("Fleet", "stDataFrame"), "fleet": ("Fleet", "stDataFrame"), "cluster": ("Cluster", "stDataFrame"),
          "compare": ("Compare clusters", "stPlotlyChart"), "client_configs": ("Client configs", "stPlotlyChart"),
          "alerts": ("Alerts", "stDataFrame"), "export": ("Export", "stDownloadButton")}
 

@@ -125,3 +125,21 @@ def test_a_broker_answering_garbage_is_an_error_on_its_row_and_the_others_are_re
     assert configs is not None and sorted(configs.brokers) == [1, 2]  # no last known configs for broker 3 yet
     assert set(configs.errors) == {f"broker {broker.id}"}
     assert len(configs.topics) == TOPICS // 10 + 1  # the topics came from broker 1
+
+
+def test_a_poller_never_takes_another_pollers_reading_of_a_same_named_cluster(lab: LabFleet, tmp_path: Path) -> None:
+    """Two pollers in one process, two lakes, two clusters both named "big" on other ports: each lake's first state is
+    its own cluster's answer (a process-wide collector once stored the other cluster's, then "changed" it when due)."""
+    settings = "[settings]\nconfig_interval_s = 3600\n\n"
+    run_poller(fleet_from(settings + lab_toml(lab, tmp_path / "a"), tmp_path / "a"), tmp_path / "a" / "lake", once=True)
+    twin_root = tmp_path / "twin"
+    raw = {"lab": {"state_dir": str(twin_root / "state")}, "clusters": [
+        {"name": "big", "profile": "apache-kafka-4-kraft-kip885", "brokers": [{"id": 1}, {"id": 2}, {"id": 3}],
+         "topics": [{"name": "t0000", "partitions": 1, "replication_factor": 3}]}]}
+    with LabFleet(parse_lab_config(raw, twin_root)) as twin:
+        run_poller(fleet_from(settings + lab_toml(twin, tmp_path / "b"), tmp_path / "b"), tmp_path / "b" / "lake",
+                   once=True)
+        stored = config_readers.latest_configs(tmp_path / "b" / "lake", ["big"], resource_type="broker")
+        listeners = dict(zip(stored[stored["config_name"] == "advertised.listeners"]["resource"],
+                             stored[stored["config_name"] == "advertised.listeners"]["value"], strict=True))
+        assert listeners == {str(b.id): f"PLAINTEXT://{b.host}:{b.port}" for b in twin.runtimes["big"].brokers.values()}

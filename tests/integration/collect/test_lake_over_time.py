@@ -62,7 +62,7 @@ def test_hundreds_of_polls_of_an_unchanging_lab_fleet(lab_fleet: LabFleet, tmp_p
     assert len(readers.alerts(lake, rule="version_skew")) == 1
     # Nothing changed after the first poll: the change log holds only the first sightings.
     log = readers.changes(lake)
-    assert set(log["poll_id"]) == {polls[0].poll_id}, log[log["poll_id"] != polls[0].poll_id][["kind", "subject"]]
+    assert set(log["poll_id"]) == {polls[0].poll_id}, log[log["poll_id"] != polls[0].poll_id][["kind", "subject", "before_json", "after_json", "seen_at"]].to_dict("records")
     # Ids and versions in the lake's current state are what the lab brokers report.
     brokers = readers.latest_brokers(lake, "prod-us").set_index("broker_id")
     assert brokers.loc[3, "software_version"] == "4.2.0"

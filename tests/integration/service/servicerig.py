@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.service.conftest import SPARK_ENV
@@ -139,3 +142,33 @@ def pid_alive(pid: int | None) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+_SS_LINE = re.compile(r"^\S+\s+\d+\s+\d+\s+(?P<local>\S+)\s+\S+\s+users:\((?P<users>.*)\)\s*$")
+
+
+def listening_sockets(root_pid: int) -> list[tuple[str, int, str]]:
+    """(local address, pid, process name) of every TCP socket that `ss -ltnp` lists as listening for root_pid or
+    any of its descendants."""
+    tree = {root_pid, *(p.pid for p in psutil.Process(root_pid).children(recursive=True))}
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=10, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        match = _SS_LINE.match(line.strip())
+        if match is None:
+            continue
+        for name, pid in re.findall(r'\("([^"]*)",pid=(\d+)', match["users"]):
+            if int(pid) in tree:
+                found.append((match["local"], int(pid), name))
+    return found
+
+
+def is_loopback(local: str) -> bool:
+    """Whether an ss local address (127.0.0.1:80, [::1]:80, [::ffff:127.0.0.1]:80, *:80) is loopback only."""
+    host = local.rsplit(":", 1)[0].strip("[]").split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # '*' or '0.0.0.0'-like wildcards
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback

@@ -17,7 +17,7 @@ from backend.service.status import request_job
 from backend.store import readers
 from backend.store.tables import read_table
 from tests.integration.service.conftest import write_service_fleet
-from tests.integration.service.servicerig import pid_alive, start_service
+from tests.integration.service.servicerig import is_loopback, listening_sockets, pid_alive, start_service
 
 
 def _polls(lake: Path) -> int:
@@ -107,11 +107,17 @@ def test_serve_ingests_and_analyzes_on_schedule_and_a_sigterm_during_analyze_lea
     fleet_file = write_service_fleet(service_lab, tmp_path / "clusters.toml", poll_interval_s=3,
                                      service="analyze_interval_s = 5\n", sources=sources)
     lake = tmp_path / "lake"
-    service = start_service(fleet_file, lake, tmp_path / "serve.log")
+    service = start_service(fleet_file, lake, tmp_path / "serve.log", ui=True)
     try:
         # Ingest and analyze run on schedule: counted from /metrics and the lake.
         service.wait("2 analyze runs", lambda: (service.metric("kafka_fleet_job_runs_total", job="analyze",
                                                                outcome="ok") or 0) >= 2, 300)
+        # On its defaults nothing the service started listens beyond loopback: the supervisor's health port, the
+        # poller's metrics, the UI, and the warm Spark driver's JVM (its RPC and block-manager ports).
+        sockets = listening_sockets(service.proc.pid)
+        names = {name for _local, _pid, name in sockets}
+        assert "java" in names and len(sockets) >= 5, sockets
+        assert [s for s in sockets if not is_loopback(s[0])] == [], sockets
         assert _instances_in_results(lake) == _instances_in_lake(lake) > 0
         sources_status = service.component("ingest")["sources"]
         assert sources_status["lab-sink"]["runs"].get("ok", 0) >= 2, sources_status

@@ -41,7 +41,9 @@ def _damage(text: str, rng: random.Random, how: int) -> str:
     if how == 1:
         return text[: rng.randrange(1, max(2, len(text)))]  # cut anywhere
     if how == 2:
-        at = rng.randrange(len(text))
+        # A stray character in the record's identity fields (often breaking its JSON), never inside its configs: a
+        # character inside "password=" or a key name would make the canary an ordinary value nothing can tell apart.
+        at = rng.randrange(text.index('"configs"'))
         return text[:at] + rng.choice(["{", "}", '"', "\\", "\x00", "]", "ü", "\t"]) + text[at:]
     if how == 3:
         return json.dumps(json.loads(text) | {"configs": {"db.url": f"postgres://a:{CANARY}@db/x"}})

@@ -17,10 +17,13 @@ from backend.store.lake import Lake
 from backend.store.model import ConfigSnapshot, ConfigValue
 
 SCHEMA_VERSION = 1
-T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+# Dated relative to the clock when the tests start, since the pages show windows relative to now (changes of the
+# last 7 days, incidents resolved in the last 24 hours, 30 days retained): two polls an hour apart, the last one two
+# days ago (inside 7 days, outside 24 hours), so the fixture means the same on any day.
+T0 = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=49)
 T1 = T0 + timedelta(hours=1)
-POLL_1 = "20261120T100000000000Z-aaaaaaaa"
-POLL_2 = "20261120T110000000000Z-bbbbbbbb"
+POLL_1 = f"{T0:%Y%m%dT%H%M%S}000000Z-aaaaaaaa"
+POLL_2 = f"{T1:%Y%m%dT%H%M%S}000000Z-bbbbbbbb"
 
 CLUSTERS: dict[str, dict[str, Any]] = {
     "prod-eu": {"id": "EUcluster-AAAAAAAAAAAA", "tags": {"env": "prod", "region": "eu", "team": "core"}},

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.unit.dashboard.lake_fixture import CLUSTERS, SECRET_VALUE
+from tests.unit.dashboard.lake_fixture import CLUSTERS, SECRET_VALUE, T1
 
 PAGES = ("fleet", "cluster", "compare", "client_configs", "alerts", "export")
 OpenPage = Callable[..., AppTest]
@@ -384,7 +384,7 @@ def test_cluster_page_lists_broker_configs_disagreements_first_with_source_and_t
 def test_cluster_page_says_when_configs_were_not_read(fixture_lake: Path, open_page: OpenPage) -> None:
     us = open_page(fixture_lake, "cluster", {"cluster": "prod-us"})
     captions = " ".join(c.value for c in us.caption)
-    assert "Read 2026-11-20 11:00 UTC from 3 brokers (DescribeConfigs v4)" in captions
+    assert f"Read {T1:%Y-%m-%d %H:%M} UTC from 3 brokers (DescribeConfigs v4)" in captions
     assert "connection refused: prod-us-b6.example:9092" in captions  # as plain text
     staging = open_page(fixture_lake, "cluster", {"cluster": "staging"})
     assert any(c.value.startswith("Not read yet") for c in staging.caption)

@@ -30,6 +30,16 @@ def test_example_file_loads_with_passwords_from_environment(monkeypatch: pytest.
     assert fleet.cluster("legacy-zk").zookeeper.connect_string.endswith("/kafka")  # type: ignore[union-attr]
     assert fleet.cluster("staging-mtls").librdkafka_config()["ssl.certificate.location"] == "/etc/fleetview/client.pem"
     assert fleet.settings.poll_interval_s == 30
+    # The example shows how access works: a cluster's own grant, and the default for the others.
+    from backend.auth.grants import grants_for
+
+    assert fleet.auth.required is None and fleet.cluster("prod-eu").access is not None
+    payments = grants_for({"email": "bob@example.com", "groups": ["payments"]}, fleet)
+    assert payments == {"prod-eu": "view"}
+    sre = grants_for({"email": "carol@example.com", "groups": ["sre"]}, fleet)
+    assert sre == {"legacy-zk": "view", "staging-mtls": "view"}
+    admins = grants_for({"email": "dan@example.com", "groups": ["kafka-admins"]}, fleet)
+    assert set(admins.values()) == {"operate"} and set(admins) == {"prod-eu", "legacy-zk", "staging-mtls"}
 
 
 def test_unknown_cluster_key_names_line_cluster_and_key() -> None:

@@ -30,7 +30,7 @@ def tree_copy(tmp_path: Path) -> Path:
 def test_the_layers_of_the_tree_are_kept() -> None:
     result = _lint_imports(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "3 kept, 0 broken" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -41,6 +41,9 @@ def test_the_layers_of_the_tree_are_kept() -> None:
         ("backend/kafka/wire.py", "import backend.views.charts", "layers point down"),
         ("backend/collect/checks.py", "import backend.pipeline.rules", "layers point down"),
         ("backend/views/frames.py", "import streamlit", "never imports streamlit"),
+        # Siblings that import each other, even lazily or for type checking only, form an import circle.
+        ("backend/service/job_worker.py", "from backend.service import driver", "no import circles"),
+        ("dashboard/text.py", "from dashboard import components", "no import circles"),
     ],
 )
 def test_a_new_upward_import_breaks_the_contract(tree_copy: Path, module: str, upward_import: str, contract: str) -> None:
@@ -48,7 +51,8 @@ def test_a_new_upward_import_breaks_the_contract(tree_copy: Path, module: str, u
     target.write_text(target.read_text() + f"\n{upward_import}  # noqa\n")
     result = _lint_imports(tree_copy)
     assert result.returncode != 0, result.stdout
-    assert "1 broken" in result.stdout
+    assert "0 broken" not in result.stdout  # an upward import usually closes a circle as well
     broken = result.stdout.split("Broken contracts", 1)[1]
     assert contract in broken
-    assert module.removesuffix(".py").replace("/", ".") in broken
+    named = module.removesuffix(".py").replace("/", ".")
+    assert named in broken or f".{Path(module).stem} -> " in broken  # the circle contract names siblings relatively

@@ -80,3 +80,16 @@ def test_job_does_not_import_the_cli_and_nothing_under_backend_edits_sys_path() 
 
 def test_the_state_store_names_every_count_table_the_job_writes() -> None:
     assert tuple(job.COUNT_TABLES) == state_store.COUNT_TABLE_NAMES
+
+
+def test_the_driver_listens_on_loopback_unless_the_fleet_file_names_an_address() -> None:
+    from backend.config import parse_fleet
+    from backend.pipeline.spark import LOOPBACK, driver_address
+
+    assert driver_address("local[*]", None) == LOOPBACK == "127.0.0.1"
+    assert driver_address("spark://10.0.0.9:7077", None) == LOOPBACK  # a remote master needs the explicit setting
+    assert driver_address("spark://10.0.0.9:7077", "10.0.0.5") == "10.0.0.5"
+    assert driver_address(None, None) is None  # spark-submit chose the driver's address itself
+    fleet = parse_fleet('[settings]\nspark_driver_host = "10.0.0.5"\n', source="f.toml")
+    assert fleet.settings.spark_driver_host == "10.0.0.5"
+    assert parse_fleet("", source="f.toml").settings.spark_driver_host is None
