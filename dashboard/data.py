@@ -361,9 +361,11 @@ def _readiness(location: str, target: str, names: Visible) -> readiness.Readines
     clusters = _latest_clusters(location, names)
     brokers = _latest_brokers(location, None, True, names)
     rows, runs = _inventory(location, names)
-    defaults = _result(location, "default_share", names) if frames.results_exist(location) else None
-    return readiness.readiness(clusters, brokers, rows, runs, default_share=defaults,
-                               groups=consumer_groups(location), target=target)
+    has_results = frames.results_exist(location)
+    defaults, dist, versions = ((_result(location, name, names) if has_results else None)
+                                for name in ("default_share", "distributions", "client_versions"))
+    return readiness.readiness(clusters, brokers, rows, runs, default_share=defaults, distributions=dist,
+                               client_versions=versions, groups=consumer_groups(location), target=target)
 
 
 def upgrade_readiness(location: str, target: str) -> readiness.Readiness:

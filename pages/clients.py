@@ -21,6 +21,9 @@ def main() -> None:
                "requests on protocol versions Kafka 4.0 removed), read from their JMX metrics. Clients older than "
                "2.4 send no name: the brokers say `unknown`.")
     location = data.lake()
+    if not data.lake_state(location)[0]:
+        components.no_lake(location)
+        return
     rows, runs = data.client_inventory(location)
     if runs.empty:
         st.info(NO_SOURCE_HELP, icon=":material/sensors:")

@@ -15,7 +15,7 @@ def main() -> None:
     """Render the Upgrade readiness page."""
     st.title("Upgrade readiness")
     location = data.lake()
-    if data.latest_clusters(location).empty:
+    if not data.lake_state(location)[0] or data.latest_clusters(location).empty:
         components.no_lake(location)
         return
     targets = readiness.known_targets()
@@ -39,6 +39,17 @@ def main() -> None:
             st.dataframe(shown[shown["cluster_name"] == name].drop(columns=["cluster_name"]),
                          key=f"upgrade_items_{name}", hide_index=True)
     components.export_buttons(None, items, name=f"upgrade-checklist-{target}", key="upgrade_items_export")
+    st.subheader("Client-config keys removed or with a changed default")
+    st.caption(f"From the known-keys table built from the real client jars: per cluster and client type, the instances "
+               f"that report each key, at its last 3.x default, at {components.plain(target)}'s, set otherwise, or "
+               "not reporting it. `affected`: a removed key set to something else (ignored by the target's clients), "
+               "or a changed key still on the old default (it changes when the client moves to the target).")
+    keys = report.keys[report.keys["cluster_name"].isin(chosen)]
+    if keys.empty:
+        st.caption("No client-config results for these clusters yet (a config source and an analysis run fill it).")
+    else:
+        st.dataframe(keys, key="upgrade_keys", hide_index=True)
+        components.export_buttons(None, keys, name=f"upgrade-config-keys-{target}", key="upgrade_keys_export")
 
 
 main()

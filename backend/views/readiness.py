@@ -4,13 +4,14 @@ For a target release (default: the newest 4.x of backend/kafka/versions_table.js
 checklist; every item is `pass`, `fail` (blocks the upgrade), `warn` (worth doing, does not block) or
 `unknown` (the product cannot tell: never "ready" by omission). The verdict is `blocked` when an item
 fails, else `unverified` when an item is unknown, else `ready`. Pages, the CSV export and the drift report
-all call `readiness()`; docs/client-inventory.md says how each item is decided.
+all call `readiness()`; docs/client-inventory.md says how each item is decided. The client-config items read the
+keys and defaults of known_keys.json (`key_changes`), generated from the real client jars.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
@@ -28,6 +29,10 @@ ITEMS = ("broker versions", "ZooKeeper mode", "removed protocol versions", "clie
          "consumer groups on the classic protocol", "client config keys removed", "client config defaults changed")
 GROUP_COLUMNS = ("cluster_name", "group_id", "group_type", "protocol_type", "state")
 SAMPLE = 8
+REMOVED, CHANGED = "removed", "default changed"
+KEY_COLUMNS = ("cluster_name", "item", "client_type", "key", "default_before", "default_after", "instances_reporting",
+               "at_old_default", "at_new_default", "set_otherwise", "not_reporting", "flagged_default", "affected",
+               "instances", "java_instances")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,9 @@ class Readiness:
     target: str
     verdicts: pd.DataFrame  # cluster_name, verdict, reasons (text), failed, unknown, warnings (counts)
     items: pd.DataFrame  # cluster_name, item, status, detail
+    # The client-config keys behind the two config items, per cluster and client type (KEY_COLUMNS): how many
+    # instances report each removed or changed key, at its old default, at the new one, set otherwise, not at all.
+    keys: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(KEY_COLUMNS)))
 
 
 def default_target() -> str:
@@ -218,73 +226,209 @@ def _group_item(name: str, groups: pd.DataFrame | None) -> tuple[str, str, str]:
     return item, PASS, f"{len(live)} groups, none on the classic consumer protocol"
 
 
-def removed_keys(target: str) -> dict[str, tuple[str, ...]]:
-    """Java client keys that a release before `target` defines and `target` no longer does, with their client types."""
-    line = release_key(target)
-    out: dict[str, set[str]] = {}
+@dataclass(frozen=True)
+class KeyChange:
+    """A Java client key that the target's clients no longer define, or whose default the target changed."""
+
+    client_type: str
+    key: str
+    kind: str  # REMOVED | CHANGED
+    before_release: str  # the release line `before` is the default of (the key's last one, or the last 3.x)
+    before: str | None  # the default there (None: a null default)
+    after_release: str  # the target's line in the known-keys table
+    after: str | None  # the target's default (None for a removed key)
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two config values are the same default (a null and an empty default are the same: 'none')."""
+    def norm(v: object) -> str:
+        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v).strip().lower()
+    return norm(a) == norm(b)
+
+
+def _shown(value: str | None) -> str:
+    return "null" if value is None else '""' if value == "" else value
+
+
+def _table_line(target: str) -> str | None:
+    """The newest release line of the known-keys table at or before ``target``."""
+    lines = [r for r in known_keys.releases() if release_key(r) <= release_key(target)]
+    return max(lines, key=release_key) if lines else None
+
+
+def key_changes(target: str) -> list[KeyChange]:
+    """The Java client keys removed on the way to ``target``, and those whose default the target changed.
+
+    From known_keys.json (generated from the real client jars): removed = a 3.x release defines the key for that
+    client type and the target does not; changed = the last 3.x release and the target both define it, with
+    different defaults (a null and an empty default count as the same).
+    """
+    line = _table_line(target)
+    threes = [r for r in known_keys.releases() if (3, 0) <= release_key(r) < (4, 0)]
+    if line is None or not threes:
+        return []
+    base = max(threes, key=release_key)
+    at = release_key(line)
+    out: list[KeyChange] = []
     for client_type in known_keys.JAVA_CLIENT_TYPES:
         for key in known_keys.java_keys(client_type):
             spans = known_keys.key_releases(key, client_type)
-            if spans and (3, 0) <= release_key(spans[-1][1]) < line:
-                out.setdefault(key, set()).add(client_type)
+            if not spans:
+                continue
+            defined_now = any(release_key(lo) <= at <= release_key(hi) for lo, hi in spans)
+            last = spans[-1][1]
+            if not defined_now and (3, 0) <= release_key(last) < at:
+                _, before = known_keys.default_in(key, client_type, last)
+                out.append(KeyChange(client_type, key, REMOVED, last, before, line, None))
+                continue
+            had, before = known_keys.default_in(key, client_type, base)
+            has, after = known_keys.default_in(key, client_type, line)
+            if had and has and not _same(before, after):
+                out.append(KeyChange(client_type, key, CHANGED, base, before, line, after))
+    return sorted(out, key=lambda c: (c.kind, c.key, c.client_type))
+
+
+def removed_keys(target: str) -> dict[str, tuple[str, ...]]:
+    """Java client keys that a release before `target` defines and `target` no longer does, with their client types."""
+    out: dict[str, set[str]] = {}
+    for change in key_changes(target):
+        if change.kind == REMOVED:
+            out.setdefault(change.key, set()).add(change.client_type)
     return {k: tuple(sorted(v)) for k, v in sorted(out.items())}
 
 
-def changed_defaults(target: str) -> dict[str, tuple[str, str, str]]:
+def changed_defaults(target: str) -> dict[str, tuple[str, str | None, str | None]]:
     """Java client keys whose default changed on the way to `target` (key -> (client type, before, after))."""
-    changes = known_keys.table().get("default_changes", {})
-    out: dict[str, tuple[str, str, str]] = {}
-    if not isinstance(changes, dict):
-        return out
-    line = release_key(target)
-    for client_type, keys in changes.items():
-        for key, spans in keys.items():
-            before = [s for s in spans if release_key(s[1]) < (4, 0)]
-            after = [s for s in spans if release_key(s[0]) >= (4, 0) and release_key(s[0]) <= line]
-            if before and after and before[-1][2] != after[-1][2]:
-                out.setdefault(key, (client_type, before[-1][2], after[-1][2]))
+    out: dict[str, tuple[str, str | None, str | None]] = {}
+    for change in key_changes(target):
+        if change.kind == CHANGED:
+            out.setdefault(change.key, (change.client_type, change.before, change.after))
     return out
 
 
-def _config_items(name: str, defaults: pd.DataFrame | None, target: str) -> list[tuple[str, str, str]]:
-    if defaults is None or defaults.empty:
-        why = "no client-config results for this cluster (no config source, or the analysis has not run)"
-        return [("client config keys removed", UNKNOWN, why), ("client config defaults changed", UNKNOWN, why)]
-    mine = defaults[defaults["cluster"] == name]
-    if mine.empty:
-        why = "no client-config results for this cluster"
-        return [("client config keys removed", UNKNOWN, why), ("client config defaults changed", UNKNOWN, why)]
-    removed = removed_keys(target)
-    found = []
-    for key, client_type, count in zip(mine["key"], mine["client_type"], mine["overridden_count"], strict=True):
-        if key in removed and int(count or 0) > 0:
-            found.append(f"{key}: {int(count)} {client_type} instances set it")
-    keys_item = (WARN, _joined(found) + f" (gone in {target} clients: ignored there)") if found else (
-        PASS, f"no instance sets a key {target} clients no longer define ({len(removed)} such keys)")
-    changed = changed_defaults(target)
-    relying = []
-    for key, client_type, count in zip(mine["key"], mine["client_type"], mine["default_count"], strict=True):
-        if key not in changed or not int(count or 0):
-            continue
-        _, before, after = changed[key]
-        relying.append(f"{key}: {int(count)} {client_type} instances use the default ({before} before 4.0, {after} in "
-                       f"{target} clients)")
-    if not changed:
-        default_item = (PASS, "no client default changes known for this target")
+def _type_totals(mine: pd.DataFrame, versions: pd.DataFrame | None) -> dict[str, tuple[int, int | None]]:
+    """Per client type in one cluster: (instances, Java client instances or None when unknown).
+
+    From the client_versions result where it has the type (Java: the software name KIP-511 gives the Java client,
+    apache-kafka-java); else the most instances any key of that type was reported by, Java share unknown.
+    """
+    out: dict[str, tuple[int, int | None]] = {
+        str(t): (int(n), None) for t, n in mine.groupby("client_type")["instances"].max().items()}
+    if versions is not None and not versions.empty and {"client_type", "instances"} <= set(versions.columns):
+        names = versions.get("client_software_name", pd.Series([None] * len(versions), index=versions.index))
+        java = versions.assign(_java=names.fillna("").astype(str).str.lower().str.contains("java"))
+        for t, group in java.groupby("client_type"):
+            out[str(t)] = (int(group["instances"].sum()), int(group.loc[group["_java"], "instances"].sum()))
+    return out
+
+
+def _key_rows(name: str, mine: pd.DataFrame, dist: pd.DataFrame | None, versions: pd.DataFrame | None,
+              changes: list[KeyChange]) -> list[dict[str, object]]:
+    """One row per (key change, client type present in the cluster): how many instances set it or rely on it."""
+    totals = _type_totals(mine, versions)
+    shares = {(str(t), str(k)): (int(i), int(d)) for t, k, i, d in
+              zip(mine["client_type"], mine["key"], mine["instances"], mine["default_count"], strict=True)}
+    values: dict[tuple[str, str], list[tuple[object, int]]] = {}
+    if dist is not None and not dist.empty:
+        for t, k, v, n in zip(dist["client_type"], dist["key"], dist["value"], dist["instance_count"], strict=True):
+            values.setdefault((str(t), str(k)), []).append((v, int(n)))
+    rows: list[dict[str, object]] = []
+    for change in changes:
+        total, java = totals.get(change.client_type, (0, None))
+        if total <= 0 or java == 0:
+            continue  # no instance of this client type, or none a Java client (the table holds the Java defaults)
+        reporting, flagged = shares.get((change.client_type, change.key), (0, 0))
+        spread = values.get((change.client_type, change.key))
+        at_old: int | None
+        at_new: int | None
+        if not reporting:
+            at_old = at_new = other = 0
+        elif spread is None:
+            at_old = at_new = None
+            other = reporting - flagged  # without the values, what is not flagged default is set
+        else:
+            at_old = sum(n for v, n in spread if _same(v, change.before))
+            at_new = sum(n for v, n in spread if change.kind == CHANGED and _same(v, change.after))
+            other = sum(n for v, n in spread) - at_old - at_new
+        if change.kind == REMOVED:
+            affected = other  # a value other than its old default: a setting the target's clients ignore
+        else:
+            affected = at_old if at_old is not None else flagged  # on the old default: a target client changes it
+        rows.append({
+            "cluster_name": name,
+            "item": "client config keys removed" if change.kind == REMOVED else "client config defaults changed",
+            "client_type": change.client_type, "key": change.key,
+            "default_before": f"{_shown(change.before)} ({change.before_release})",
+            "default_after": "(removed)" if change.kind == REMOVED else f"{_shown(change.after)} ({change.after_release})",
+            "instances_reporting": reporting, "at_old_default": at_old, "at_new_default": at_new,
+            "set_otherwise": other, "not_reporting": max(total - reporting, 0), "flagged_default": flagged,
+            "affected": affected, "instances": total, "java_instances": java,
+        })
+    return rows
+
+
+def _config_items(name: str, defaults: pd.DataFrame | None, dist: pd.DataFrame | None,
+                  versions: pd.DataFrame | None, target: str) -> tuple[list[tuple[str, str, str]], list[dict[str, object]]]:
+    mine = defaults[defaults["cluster"] == name] if defaults is not None and not defaults.empty else None
+    if mine is None or mine.empty:
+        why = ("no client-config results for this cluster (no config source, or the analysis has not run)"
+               if mine is None else "no client-config results for this cluster")
+        return [("client config keys removed", UNKNOWN, why), ("client config defaults changed", UNKNOWN, why)], []
+    changes = key_changes(target)
+    mine_dist = dist[dist["cluster"] == name] if dist is not None and "cluster" in dist else None
+    mine_versions = versions[versions["cluster"] == name] if versions is not None and "cluster" in versions else None
+    rows = _key_rows(name, mine, mine_dist, mine_versions, changes)
+    frame = pd.DataFrame(rows, columns=list(KEY_COLUMNS))
+
+    def who(r: pd.Series) -> str:
+        mixed = pd.notna(r["java_instances"]) and r["java_instances"] < r["instances"]
+        return (f" ({int(r['java_instances'])} of the {int(r['instances'])} {r['client_type']} instances are Java "
+                "clients)") if mixed else ""
+
+    removed = frame[(frame["item"] == "client config keys removed") & (frame["instances_reporting"] > 0)]
+    setting = [f"{r['key']} ({r['client_type']}, default {r['default_before']}): {int(r['affected'])} of "
+               f"{int(r['instances_reporting'])} instances set it{who(r)}"
+               for _, r in removed.iterrows() if r["affected"]]
+    if setting:
+        keys_item = (WARN, _joined(setting) + f" (gone in {target} clients: the setting is ignored there)")
+    elif not removed.empty:
+        keys_item = (PASS, f"{int(removed['instances_reporting'].sum())} reports of keys {target} clients no longer "
+                           "define, all at their old default (nothing is lost): "
+                           + ", ".join(sorted(set(removed["key"]))))
     else:
-        default_item = (WARN, _joined(relying)) if relying else (
-            PASS, f"no instance relies on a default that changed ({', '.join(sorted(changed))})")
-    return [("client config keys removed", *keys_item), ("client config defaults changed", *default_item)]
+        keys_item = (PASS, f"no instance reports a key {target} clients no longer define "
+                           f"({len({c.key for c in changes if c.kind == REMOVED})} such keys)")
+    changed = frame[frame["item"] == "client config defaults changed"]
+    relying = [f"{r['key']} ({r['client_type']}): {int(r['affected'])} of {int(r['instances_reporting'])} instances on "
+               f"the old default {r['default_before']}, {target} clients default to {r['default_after']}{who(r)}"
+               + (f"; {int(r['not_reporting'])} do not report it" if r["not_reporting"] else "")
+               for _, r in changed.iterrows() if r["affected"]]
+    keys_changed = sorted({c.key for c in changes if c.kind == CHANGED})
+    if not keys_changed:
+        default_item = (PASS, "no client default changes known for this target")
+    elif relying:
+        default_item = (WARN, _joined(relying) + " (they change when those clients move to the target; set the old "
+                                                 "value explicitly to keep it)")
+    elif changed.empty:
+        default_item = (PASS, "no Java client instance of a type whose defaults changed reports to this cluster "
+                              f"({', '.join(keys_changed)}: the defaults of Apache Kafka's Java clients)")
+    else:
+        silent = int(changed["not_reporting"].sum())
+        default_item = (PASS, "no instance reports the old default of a key whose default changed "
+                              f"({', '.join(keys_changed)})" + (f"; {silent} instance-keys not reported" if silent else ""))
+    return [("client config keys removed", *keys_item), ("client config defaults changed", *default_item)], rows
 
 
 def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataFrame, runs: pd.DataFrame, *,
-              default_share: pd.DataFrame | None = None, groups: pd.DataFrame | None = None,
+              default_share: pd.DataFrame | None = None, distributions: pd.DataFrame | None = None,
+              client_versions: pd.DataFrame | None = None, groups: pd.DataFrame | None = None,
               target: str | None = None, now: datetime | None = None) -> Readiness:
     """The readiness of every cluster in `clusters` for `target` (see the module doc).
 
     `clusters`: latest cluster rows (cluster_name, zk_cluster_id); `brokers`: their latest broker rows;
     `inventory` / `runs`: the stored client inventory (backend/store/inventory_readers.py); `default_share`: the
-    pipeline's results with a `cluster` name column; `groups`: consumer groups (cluster_name, group_id, group_type
+    pipeline's results with a `cluster` name column (`distributions` and `client_versions` too, optional: the values
+    instances report, and how many instances of each client type a cluster has); `groups`: consumer groups (cluster_name, group_id, group_type
     classic|consumer|share|streams|unknown, protocol_type, state), None when they are not collected.
     """
     target = target or default_target()
@@ -293,16 +437,19 @@ def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataF
     now = now or datetime.now(UTC)
     items: list[dict[str, str]] = []
     verdicts: list[dict[str, object]] = []
+    key_rows: list[dict[str, object]] = []
     for _, cluster in clusters.sort_values("cluster_name").iterrows():
         name = str(cluster["cluster_name"])
         mine = brokers[brokers["cluster_name"] == name] if not brokers.empty else brokers
         run_rows = runs[runs["cluster_name"] == name] if not runs.empty else runs
         run = run_rows.iloc[-1] if not run_rows.empty else None
         rows = inventory[inventory["cluster_name"] == name] if not inventory.empty else inventory
+        config_items, config_rows = _config_items(name, default_share, distributions, client_versions, target)
+        key_rows += config_rows
         checklist = [*_broker_items(cluster, mine, release_key(target)),
                      *_client_items(name, run, rows, mine, target, now),
                      _group_item(name, groups),
-                     *_config_items(name, default_share, target)]
+                     *config_items]
         for item, status, detail in checklist:
             items.append({"cluster_name": name, "item": item, "status": status, "detail": detail})
         failed = [f"{item}: {detail}" for item, status, detail in checklist if status == FAIL]
@@ -313,8 +460,13 @@ def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataF
         verdicts.append({"cluster_name": name, "verdict": verdict, "reasons": " | ".join(reasons),
                          "failed": len(failed), "unknown": len(unknown), "warnings": len(warned)})
     columns = ["cluster_name", "verdict", "reasons", "failed", "unknown", "warnings"]
+    keys = pd.DataFrame(key_rows, columns=list(KEY_COLUMNS))
+    counts = list(KEY_COLUMNS[6:])
+    keys[counts] = keys[counts].astype("Int64")  # a count the results cannot tell stays <NA>, not a float
+    keys = keys.sort_values(["cluster_name", "affected", "instances_reporting", "item", "key", "client_type"],
+                            ascending=[True, False, False, True, True, True], kind="stable").reset_index(drop=True)
     return Readiness(target, pd.DataFrame(verdicts, columns=columns),
-                     pd.DataFrame(items, columns=["cluster_name", "item", "status", "detail"]))
+                     pd.DataFrame(items, columns=["cluster_name", "item", "status", "detail"]), keys)
 
 
 def client_items_ready(report: Readiness, cluster: str) -> bool:

@@ -161,8 +161,10 @@ def test_login_user_sees_only_granted_clusters(polled: tuple[Path, Path, FleetMe
         text = text.replace(f'name = "{name}"\n', f'name = "{name}"\naccess = {{ view = ["group:two"] }}\n', 1)
     granted.write_text(text, encoding="utf-8")
     user = {"is_logged_in": True, "email": "two@example.com", "sub": "two", "groups": ["two"]}
-    for page in ("clients", "upgrade"):
+    for page in ("clients", "upgrade", "export"):
         app = _app(lake, granted, monkeypatch, page, user)
         shown = _page_text(app)
         assert "secret-apac" not in shown and "2.0.1" not in shown, page
-        assert "us" in shown
+        assert "us" in shown or page == "export"
+    # The Export page's readiness CSVs come from the same filtered reading: two clusters, the third not among them.
+    assert "2 clusters: 1 blocked, 1 unverified" in [c.value for c in app.caption]
