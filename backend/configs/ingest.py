@@ -28,7 +28,7 @@ from backend.configs.record import (
     parse_json_record,
     validate_record,
 )
-from backend.configs.sensitive import safe_excerpt
+from backend.configs.sensitive import WITHHELD, safe_excerpt
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 
 
@@ -95,6 +95,15 @@ class IngestResult:
         )
 
 
+def _cut_value_withheld(record: dict[str, Any]) -> dict[str, Any]:
+    """A block cut by the end of the file ends in a cut value, whose credential shape cannot be judged (a
+    bootstrap.servers cut to "u:secret@" or "u:secr"): its last entry keeps its key, never its value."""
+    configs = record.get("configs")
+    if isinstance(configs, list) and configs and isinstance(configs[-1], dict):
+        return {**record, "configs": [*configs[:-1], {**configs[-1], "value": WITHHELD}]}
+    return record
+
+
 def ingest_items(lake: str, items: list[RawItem], source: str, location: str) -> IngestResult:
     """Validate items, write snapshots and quarantine to the lake, record ingest_stats."""
     now = datetime.now(UTC)
@@ -108,7 +117,7 @@ def ingest_items(lake: str, items: list[RawItem], source: str, location: str) ->
             outcome = ParseOutcome(rejected=Rejected(
                 source, item.position, "truncated_block",
                 "the config block ends at the end of the file before its closing line; ingest it again once "
-                "the client has written it whole", safe_excerpt(item.record)))
+                "the client has written it whole", safe_excerpt(_cut_value_withheld(item.record))))
         elif item.record is not None:
             outcome = validate_record(item.record, source, item.position)
         else:
