@@ -45,15 +45,13 @@ def main() -> None:
         by_cluster = by_cluster[~by_cluster["this_product"]]
     st.subheader("Fleet-wide")
     fleet = inventory_views.fleet_software(by_cluster)
-    st.dataframe(fleet, key="clients_fleet", hide_index=True)
-    components.export_buttons(None, fleet, name="client-software-fleet", key="clients_fleet_export")
+    components.data_table(fleet, key="clients_fleet", name="client-software-fleet", hide_index=True)
 
     st.subheader("Per cluster")
     names = sorted(set(status["cluster_name"]))
-    picked = st.multiselect("Cluster", names, key="clients_clusters")
+    picked = st.multiselect("Cluster", names, key="clients_clusters", format_func=components.option)
     shown = by_cluster[by_cluster["cluster_name"].isin(picked or names)]
-    st.dataframe(shown, key="clients_by_cluster", hide_index=True)
-    components.export_buttons(None, shown, name="client-software-by-cluster", key="clients_by_cluster_export")
+    components.data_table(shown, key="clients_by_cluster", name="client-software-by-cluster", hide_index=True)
 
     st.subheader("Requests on protocol versions Kafka 4.0 removed (KIP-896)")
     deprecated = inventory_views.deprecated_requests(rows, runs)
@@ -62,8 +60,7 @@ def main() -> None:
         st.caption("None counted by the brokers of these clusters (see each cluster's status above for clusters whose "
                    "exporter rules do not export them).")
     else:
-        st.dataframe(deprecated, key="clients_deprecated", hide_index=True)
-        components.export_buttons(None, deprecated, name="deprecated-requests", key="clients_deprecated_export")
+        components.data_table(deprecated, key="clients_deprecated", name="deprecated-requests", hide_index=True)
 
     st.subheader("Brokers vs client-config sources")
     st.caption("What the brokers count (connections) beside what the client-config sources report (instances, "
@@ -71,11 +68,10 @@ def main() -> None:
                "source covers; `config sources only` are clients not connected now (or not reporting a name).")
     versions = data.result(location, "client_versions") if data.lake_state(location)[1] else None
     compared = inventory_views.compare_with_configs(shown, versions if versions is not None else by_cluster.iloc[0:0])
-    st.dataframe(compared, key="clients_compare", hide_index=True)
-    components.export_buttons(None, compared, name="clients-brokers-vs-configs", key="clients_compare_export")
+    components.data_table(compared, key="clients_compare", name="clients-brokers-vs-configs", hide_index=True)
 
     st.subheader("Last read")
-    st.dataframe(status, key="clients_status", hide_index=True)
+    components.data_table(status, key="clients_status", name="client-inventory-status", hide_index=True)
 
 
 main()

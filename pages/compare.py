@@ -19,7 +19,7 @@ def broker_configs_section(location: str, chosen: list[str]) -> None:
         st.caption("No broker configs read for these clusters yet (the poller reads them every `config_interval_s`).")
         return
     st.caption(f"{int(table['differs'].sum()):,} of {len(table):,} configs differ; differences first.")
-    st.dataframe(table, key="compare_broker_configs", hide_index=True, column_config={
+    components.data_table(table, key="compare_broker_configs", hide_index=True, column_config={
         "differs": st.column_config.CheckboxColumn("differs"),
         "all_default": st.column_config.CheckboxColumn("default everywhere")})
     components.export_buttons(None, table, name="broker-configs-" + "-".join(components.file_stem(c) for c in chosen),
@@ -43,7 +43,7 @@ def main() -> None:
 
     st.subheader("Broker versions")
     matrix = fleet_views.version_matrix(data.latest_brokers(location))
-    st.dataframe(config_views.versions_side_by_side(matrix, chosen), key="compare_versions", hide_index=True)
+    components.data_table(config_views.versions_side_by_side(matrix, chosen), key="compare_versions", hide_index=True)
 
     st.subheader("Topics")
     overlap = config_views.topic_overlap(data.latest_topics_of(location, tuple(chosen)), chosen)
@@ -53,7 +53,7 @@ def main() -> None:
                    help="KIP-516: a different id means a different topic, even with the same name")
     only_shared = st.toggle("shared names only", value=True, key="compare_shared_only")
     table = overlap.table[overlap.table["clusters"] > 1] if only_shared else overlap.table
-    st.dataframe(table.head(1000), key="compare_overlap", hide_index=True)
+    components.data_table(table.head(1000), key="compare_overlap", hide_index=True)
 
     broker_configs_section(location, chosen)
 
@@ -66,7 +66,7 @@ def main() -> None:
     dist = data.result(location, "distributions")
     identity = config_views.identity_keys(data.result(location, "drift_keys"))
     if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,
-                     key="compare_identity", help=", ".join(sorted(identity))):
+                     key="compare_identity", help=components.plain_list(sorted(identity))):
         drift = config_views.drop_keys(drift, identity)
         dist = config_views.drop_keys(dist, identity)
     heat = config_views.drift_matrix(drift, chosen)
@@ -76,7 +76,7 @@ def main() -> None:
     numeric = numeric[numeric["cluster"].isin(chosen)]
     drifting = config_views.keys_by_drift(heat)
     keys = drifting + sorted((set(dist["key"]) | set(numeric["key"])) - set(drifting))
-    key = st.selectbox("Config key (most drifting first)", keys, key="compare_key")
+    key = st.selectbox("Config key (most drifting first)", keys, key="compare_key", format_func=components.option)
     if key and key in set(numeric["key"]):
         st.plotly_chart(charts.numeric_distribution(numeric, key=key), key="compare_num")
     elif key:
@@ -84,7 +84,7 @@ def main() -> None:
                                                         spellings=config_views.spellings(dist, key)),
                         key="compare_dist")
         side = config_views.shares_side_by_side(dist, key, chosen, with_spellings=True)
-        st.dataframe(side, key="compare_side", hide_index=True,
+        components.data_table(side, key="compare_side", hide_index=True,
                      column_config={c: st.column_config.NumberColumn(c, format="percent") for c in chosen})
 
 

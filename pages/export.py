@@ -90,8 +90,10 @@ def report_section(location: str) -> None:
     """Build the one-file HTML config-drift report for chosen clusters and keys."""
     st.subheader("Config-drift report (one HTML file)")
     dist = data.result(location, "distributions")
-    clusters = st.multiselect("Clusters", sorted(dist["cluster"].unique()), key="export_report_clusters")
-    keys = st.multiselect("Keys (empty: the most drifting)", sorted(dist["key"].unique()), key="export_report_keys")
+    clusters = st.multiselect("Clusters", sorted(dist["cluster"].unique()), key="export_report_clusters",
+                              format_func=components.option)
+    keys = st.multiselect("Keys (empty: the most drifting)", sorted(dist["key"].unique()), key="export_report_keys",
+                          format_func=components.option)
     identity = st.toggle("rank identity keys too (client.id, group.id, …)", value=False,
                          key="export_report_identity")
     if not clusters:
@@ -116,7 +118,7 @@ def main() -> None:
         components.no_lake(location)
         return
     catalog = chart_catalog(location, has_results)
-    name = st.selectbox("Chart", list(catalog), key="export_chart")
+    name = st.selectbox("Chart", list(catalog), key="export_chart", format_func=components.option)
     fig, frame = catalog[name]()
     st.plotly_chart(fig, key="export_preview")
     components.export_buttons(fig, frame, name=components.file_stem(name), key="export_chart_buttons")

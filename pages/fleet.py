@@ -79,7 +79,7 @@ def main() -> None:
     head.caption("Select a row (or use the link column) to open a cluster; the cluster page has every detail.")
     details = switch.toggle("ids, tags, provenance", key="fleet_details",
                             help="Add the cluster id, tags, controller and version provenance columns.")
-    event = st.dataframe(
+    event = components.data_table(
         table, key="fleet_table", hide_index=True, on_select="rerun", selection_mode="single-row",
         column_config=fleet_columns(details),
     )
@@ -96,7 +96,7 @@ def main() -> None:
                          icon=":material/open_in_new:")
     with left:
         st.subheader("Broker versions")
-        st.dataframe(fleet_views.version_table(fleet_views.version_matrix(brokers)), key="fleet_versions",
+        components.data_table(fleet_views.version_table(fleet_views.version_matrix(brokers)), key="fleet_versions",
                      hide_index=True, column_config={
                          "clusters": st.column_config.TextColumn("clusters running it (brokers)", width="large")})
     upgrades(location, chosen)
@@ -114,7 +114,7 @@ def upgrades(location: str, chosen: pd.DataFrame) -> None:
         st.caption("No broker changed version in the retained history.")
     else:
         st.caption(f"{len(timeline):,} broker version changes in the retained history, newest first.")
-        st.dataframe(fleet_views.recent_upgrades(timeline), key="fleet_upgrades", hide_index=True, column_config={
+        components.data_table(fleet_views.recent_upgrades(timeline), key="fleet_upgrades", hide_index=True, column_config={
             "changed_at": st.column_config.DatetimeColumn("seen at (UTC)", format="YYYY-MM-DD HH:mm"),
             "from_version": st.column_config.TextColumn("from"), "to_version": st.column_config.TextColumn("to")})
 

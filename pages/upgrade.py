@@ -29,15 +29,15 @@ def main() -> None:
     st.caption(components.colored_counts({v: int(counts.get(v, 0)) for v in VERDICT_COLORS}, VERDICT_COLORS)
                + f" · target {components.plain(target)} · blocked: an item fails; unverified: the product cannot tell "
                  "an item (never ready by omission)")
-    st.dataframe(verdicts, key="upgrade_verdicts", hide_index=True)
-    components.export_buttons(None, verdicts, name=f"upgrade-readiness-{target}", key="upgrade_verdicts_export")
+    components.data_table(verdicts, key="upgrade_verdicts", name=f"upgrade-readiness-{target}", hide_index=True)
     st.subheader("Checklist")
     shown = items.assign(status=items["status"].map(lambda s: f"{STATUS_ICONS.get(s, '?')} {s}"))
     for name in sorted(set(items["cluster_name"])):
         verdict = verdicts.loc[verdicts["cluster_name"] == name, "verdict"].iloc[0]
         with st.expander(f"{name} · {verdict}", expanded=verdict == readiness.BLOCKED):
-            st.dataframe(shown[shown["cluster_name"] == name].drop(columns=["cluster_name"]),
-                         key=f"upgrade_items_{name}", hide_index=True)
+            components.data_table(shown[shown["cluster_name"] == name].drop(columns=["cluster_name"]),
+                                  key=f"upgrade_items_{name}", name=f"upgrade-checklist-{name}-{target}",
+                                  hide_index=True)
     components.export_buttons(None, items, name=f"upgrade-checklist-{target}", key="upgrade_items_export")
     st.subheader("Client-config keys removed or with a changed default")
     st.caption(f"From the known-keys table built from the real client jars: per cluster and client type, the instances "
@@ -48,8 +48,7 @@ def main() -> None:
     if keys.empty:
         st.caption("No client-config results for these clusters yet (a config source and an analysis run fill it).")
     else:
-        st.dataframe(keys, key="upgrade_keys", hide_index=True)
-        components.export_buttons(None, keys, name=f"upgrade-config-keys-{target}", key="upgrade_keys_export")
+        components.data_table(keys, key="upgrade_keys", name=f"upgrade-config-keys-{target}", hide_index=True)
 
 
 main()

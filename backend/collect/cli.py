@@ -14,6 +14,7 @@ from backend.collect.metrics import FleetMetrics, start_metrics_server
 from backend.collect.poller import run_poller
 from backend.config import DEFAULT_FLEET_FILE, ENV_FLEET, FleetConfigError, load_fleet
 from backend.configs.sensitive import install_log_filter
+from backend.plain_text import visible
 from backend.signals import stop_on_signals
 from backend.store.lake import LakeError
 from backend.store.location import LAKE_HELP, resolve_lake
@@ -57,7 +58,7 @@ def format_cluster_line(snapshot: ClusterSnapshot) -> str:
         line += f" cluster_id={snapshot.cluster_id}"
     if snapshot.error:
         line += f" error={snapshot.error}"
-    return line
+    return visible(line)  # ids and errors come from brokers: no control character reaches the terminal
 
 
 def _printer(out: TextIO) -> Callable[[FleetPoll], None]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -13,6 +12,7 @@ import plotly.io as pio
 from backend.auth.scope import Scope
 from backend.export.csv_safe import safe_csv
 from backend.views import broker_config_views, charts, config_views, fleet_views, frames, readiness
+from backend.views.display import visible_frame
 
 DEFAULT_TOP_KEYS = 10
 _CSS = """
@@ -106,7 +106,8 @@ def _top_keys(heat: pd.DataFrame, dist: pd.DataFrame) -> list[str]:
 
 
 def _table(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, escape=True, border=0, na_rep="—", float_format=lambda v: f"{v:.3f}")
+    # Cells HTML-escaped with their hidden characters (bidi overrides, controls) shown first, as on the pages.
+    return visible_frame(frame).to_html(index=False, escape=True, border=0, na_rep="—", float_format=lambda v: f"{v:.3f}")
 
 
 def _figure(fig: go.Figure, first: bool) -> str:
@@ -127,10 +128,10 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
     })
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>Config drift: {html.escape(', '.join(names))}</title><style>{_CSS}</style></head><body>",
-        f"<h1>Client config drift</h1><p class='meta'>clusters: {html.escape(', '.join(names))} · "
-        f"keys: {html.escape(', '.join(data.keys))} · generated {now:%Y-%m-%d %H:%M} UTC"
-        + (f" · lake {html.escape(lake_label)}" if lake_label else "") + "</p>",
+        f"<title>Config drift: {charts.esc(', '.join(names))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Client config drift</h1><p class='meta'>clusters: {charts.esc(', '.join(names))} · "
+        f"keys: {charts.esc(', '.join(data.keys))} · generated {now:%Y-%m-%d %H:%M} UTC"
+        + (f" · lake {charts.esc(lake_label)}" if lake_label else "") + "</p>",
         "<h2>Clusters</h2>", _table(summary),
         *_broker_config_section(data.broker_configs),
         *_readiness_section(data.readiness),
@@ -149,7 +150,7 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
     parts.append("<h2>Distributions per key</h2>")
     numeric_keys = set(data.numeric["key"])
     for key in data.keys:
-        parts.append(f"<h3>{html.escape(key)}</h3>")
+        parts.append(f"<h3>{charts.esc(key)}</h3>")
         if key in numeric_keys:
             parts.append(_figure(charts.numeric_distribution(data.numeric, key=key), first=False))
             cols = ["cluster", "client_type", "instances", "min", "p50", "p90", "max"]
@@ -184,7 +185,7 @@ def _readiness_section(report: readiness.Readiness | None) -> list[str]:
     parts = ["<h2>Upgrade readiness</h2>"]
     if report is None or report.verdicts.empty:
         return parts + ["<p class='note'>No readiness for these clusters.</p>"]
-    parts.append(f"<p>Target {html.escape(report.target)}: blocked when an item fails, unverified when the product "
+    parts.append(f"<p>Target {charts.esc(report.target)}: blocked when an item fails, unverified when the product "
                  "cannot tell an item (never ready by omission); see docs/client-inventory.md.</p>")
     parts += [_table(report.verdicts), _table(report.items)]
     if not report.keys.empty:

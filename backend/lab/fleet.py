@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Self
 
+from backend.lab.broker_configs import HostileAnswers
 from backend.lab.cluster import BrokerRuntime, ClusterRuntime
 from backend.lab.faults import BrokerFaults, read_control_file, write_control_file
 from backend.lab.metrics_endpoint import LabMetrics
@@ -309,6 +310,10 @@ class LabFleet:
         if topic not in {t.name for t in self.state.topics(cluster)}:
             raise KeyError(f"cluster {cluster!r} has no topic {topic!r}")
         self.runtimes[cluster].configs.set_topic_config(topic, name, value)
+
+    def set_hostile_answers(self, cluster: str, hostile: HostileAnswers | None) -> None:
+        """Lab fault: the cluster's brokers add `hostile`'s resources and errors to DescribeConfigs answers."""
+        self.runtimes[cluster].configs.set_hostile(hostile)
 
     def topic_id(self, cluster: str, name: str) -> str:
         """The current topic id (Kafka's 22-char text)."""

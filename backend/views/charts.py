@@ -8,6 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from backend.plain_text import visible
+
 TEMPLATE = "fleetview"
 SEVERITY_COLORS = {"critical": "#c62828", "warning": "#ef8f00", "info": "#1e88e5"}
 _PALETTE = ["#1e88e5", "#43a047", "#ef8f00", "#8e24aa", "#00897b", "#c62828", "#6d4c41", "#546e7a"]
@@ -33,8 +35,9 @@ def register_template() -> None:
 
 
 def esc(value: object) -> str:
-    """Data as Plotly label text: Plotly renders <a href>, <span style> and <br> in labels, so escape them."""
-    return html.escape("" if value is None else str(value), quote=False)
+    """Data as Plotly label text: hidden characters made visible (`backend.plain_text.visible`: a bidi override
+    shows as <U+202E>), then HTML-escaped, since Plotly renders <a href>, <span style> and <br> in labels."""
+    return html.escape(visible(value), quote=False)
 
 
 def _escaped(values: object) -> list[str]:
