@@ -119,7 +119,8 @@ def test_hostile_names_are_plain_in_csv_and_metrics(polled: tuple[Path, Path, Fl
     registry.register(metrics)
     exposition = generate_latest(registry).decode()
     line = next(x for x in exposition.splitlines() if x.startswith("kafka_fleet_client_connections") and "bold" in x)
-    assert "\\n" in line and '\\"quoted\\"' in line  # escaped by the exposition format, one line
+    # one line: the newline shown as ␊ (label_value, the one text rule), the quotes escaped by the exposition format
+    assert "␊second line" in line and '\\"quoted\\"' in line
 
 
 def _app(lake: Path, fleet_file: Path, monkeypatch: pytest.MonkeyPatch, page: str,
