@@ -22,6 +22,8 @@ PAGES = (
     ("../pages/cluster.py", "Cluster", ":material/dns:", "cluster"),
     ("../pages/compare.py", "Compare", ":material/compare_arrows:", "compare"),
     ("../pages/client_configs.py", "Client configs", ":material/tune:", "client_configs"),
+    ("../pages/clients.py", "Clients", ":material/devices:", "clients"),
+    ("../pages/upgrade.py", "Upgrade readiness", ":material/upgrade:", "upgrade"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),
 )

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
+from backend.collect.client_metrics import ClientMetricsCollector
 from backend.collect.configs import ConfigCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
@@ -54,7 +55,8 @@ def scrub(text: str | None, cluster: ClusterConfig) -> str | None:
     """Remove the cluster's secrets from a text (errors from libraries may echo configuration)."""
     if not text:
         return text
-    for secret in (cluster.password(), cluster.ssl_key_password()):
+    metrics_password = cluster.broker_metrics.password() if cluster.broker_metrics is not None else None
+    for secret in (cluster.password(), cluster.ssl_key_password(), metrics_password):
         if secret:
             text = text.replace(secret, "***")
     return text
@@ -89,6 +91,7 @@ def poll_cluster(
     prober: Prober | None = None,
     topic_tables: TopicTables | None = None,
     configs: ConfigCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
 ) -> ClusterSnapshot:
     """Poll one cluster: DescribeCluster, topics with ids, per-broker probe and ZooKeeper.
 
@@ -106,6 +109,7 @@ def poll_cluster(
         )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
     configs = configs or ConfigCollector()  # no collector: this poll reads the configs when due, remembering nothing
+    client_metrics = client_metrics or ClientMetricsCollector()  # likewise: read when due, nothing remembered
 
     def timeout() -> float:
         return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
@@ -217,6 +221,15 @@ def poll_cluster(
         errors.append(f"probe: {type(probe_call.error).__name__}: {probe_call.error}")
     else:
         errors.append("probe did not finish before the poll deadline")
+    metrics_call: _Call | None = None
+    if client_metrics.due(cluster, settings):
+        # The brokers' JMX metrics (client inventory, KIP-511/KIP-896), read once the probe's and the config
+        # reader's own short connections are closed, so the product does not count itself.
+        if config_call is not None:
+            config_call.wait(deadline - 1.0)
+        metrics_call = _Call(lambda: client_metrics.collect(cluster, settings, description.brokers, deadline - 0.5),
+                             f"client-metrics-{cluster.name}")
+        metrics_call.start()
     zk_view = _zk_result(zk_call, deadline)
     if zk_call is not None and zk_view is None:
         errors.append("ZooKeeper read did not finish before the poll deadline")
@@ -232,6 +245,10 @@ def poll_cluster(
         log.warning("cluster %s: reading configs failed: %s", cluster.name,
                     scrub(f"{type(config_call.error).__name__}: {config_call.error}", cluster))
     snapshot.configs = configs.last(cluster.name)  # a read still running past the deadline lands in the next poll
+    if metrics_call is not None and metrics_call.wait(deadline) and metrics_call.error is not None:
+        log.warning("cluster %s: reading broker metrics failed: %s", cluster.name,
+                    scrub(f"{type(metrics_call.error).__name__}: {metrics_call.error}", cluster))
+    snapshot.inventory = client_metrics.last(cluster.name)
     snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
     if snapshot.status == "misrouted":
         errors.insert(
@@ -432,6 +449,7 @@ def poll_fleet(
     clients: AdminClients | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
 ) -> FleetPoll:
     """Poll every cluster concurrently; a cluster that misses poll_deadline_s becomes a `down` row."""
     started = time.monotonic()
@@ -440,6 +458,7 @@ def poll_fleet(
     settings = fleet.settings
     previous_state = previous_state or {}
     configs = configs or ConfigCollector()
+    client_metrics = client_metrics or ClientMetricsCollector()
     # The per-call timeouts already stop at the deadline; the grace covers thread scheduling.
     deadline = started + settings.poll_deadline_s + 1.0
     calls: dict[str, _Call | None] = {}
@@ -457,6 +476,7 @@ def poll_fleet(
                     clients=clients,
                     prober=prober,
                     configs=configs,
+                    client_metrics=client_metrics,
                 )
             finally:
                 _end(cluster.name)
@@ -544,6 +564,7 @@ def run_poller(
     clients: AdminClients | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
     wake: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> FleetPoll | None:
@@ -567,12 +588,15 @@ def run_poller(
     # another lake's reading of a same-named cluster as this lake's first state, then "changed" it when it fell due.
     configs = configs or ConfigCollector()
     configs.seed(writer.configs)  # the stored configurations: the checks' baseline until the first read
+    client_metrics = client_metrics or ClientMetricsCollector()  # the run's own too, for the same reason
+    client_metrics.seed(writer.inventory)  # the stored inventories: the counts' baseline across a restart
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
         if on_start is not None:
             on_start()
-        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs)
+        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs,
+                          client_metrics=client_metrics)
         try:
             result = writer.write(last)
             for name, reason in result.degraded.items():
