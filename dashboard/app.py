@@ -23,6 +23,8 @@ PAGES = (
     ("../pages/compare.py", "Compare", ":material/compare_arrows:", "compare"),
     ("../pages/consumer_groups.py", "Consumer groups", ":material/groups:", "consumer_groups"),
     ("../pages/client_configs.py", "Client configs", ":material/tune:", "client_configs"),
+    ("../pages/clients.py", "Clients", ":material/devices:", "clients"),
+    ("../pages/upgrade.py", "Upgrade readiness", ":material/upgrade:", "upgrade"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),
 )

@@ -1,4 +1,4 @@
-"""Export page: any chart as PNG/SVG/HTML, its data as CSV/Parquet, and the one-file drift report."""
+"""Export page: any chart as PNG/SVG/HTML, its data as CSV/Parquet, upgrade readiness as CSV, the one-file drift report."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from backend.export import report
-from backend.views import config_views, fleet_views, group_views
+from backend.export.csv_safe import safe_csv
+from backend.views import config_views, fleet_views, group_views, readiness
 from dashboard import charts, components, data
 
 
@@ -74,6 +75,23 @@ def _key_chart(factory: Callable[..., go.Figure], frame: pd.DataFrame, key: str)
     return factory(frame, key=key), frame[frame["key"] == key].drop(columns=["cluster_id"], errors="ignore")
 
 
+def readiness_section(location: str) -> None:
+    """Upgrade readiness of every cluster this session may view, as CSV (the checklist, and the keys behind it)."""
+    st.subheader("Upgrade readiness (CSV)")
+    target = st.selectbox("Target release", readiness.known_targets(), index=0, key="export_readiness_target")
+    ready = data.upgrade_readiness(location, target)  # the page's own cached reading, filtered by the grants
+    checklist = safe_csv(report.readiness_checklist(ready))
+    keys = safe_csv(ready.keys.assign(target=ready.target))
+    st.caption(f"{len(ready.verdicts)} clusters: " + ", ".join(
+        f"{n} {v}" for v, n in ready.verdicts["verdict"].value_counts().sort_index().items()))
+    left, right = st.columns(2)
+    left.download_button("Download readiness checklist (CSV)", checklist, file_name=f"upgrade-readiness-{target}.csv",
+                         mime="text/csv", key="export_readiness_download", on_click="ignore")
+    right.download_button("Download client-config keys (CSV)", keys,
+                          file_name=f"upgrade-readiness-keys-{target}.csv", mime="text/csv",
+                          key="export_readiness_keys_download", on_click="ignore")
+
+
 def report_section(location: str) -> None:
     """Build the one-file HTML config-drift report for chosen clusters and keys."""
     st.subheader("Config-drift report (one HTML file)")
@@ -131,6 +149,7 @@ def main() -> None:
     st.plotly_chart(fig, key="export_preview")
     components.export_buttons(fig, frame, name=components.file_stem(name), key="export_chart_buttons")
     groups_section(location)
+    readiness_section(location)
     if has_results:
         report_section(location)
     else:

@@ -6,6 +6,7 @@ Run: ``python -m backend.collect.catalog > docs/fleet-rules.md``
 from __future__ import annotations
 
 from backend.collect import checks
+from backend.collect.client_checks import RULES as CLIENT_RULES
 from backend.collect.config_checks import RULES as CONFIG_RULES
 from backend.collect.group_checks import RULES as GROUP_RULES
 from backend.store.incidents import ONE_OFF_RULES
@@ -21,8 +22,8 @@ def render_fleet_rules_markdown() -> str:
     lines = [
         "# Fleet rules",
         "",
-        ("Generated from `backend/collect/checks.py`, `backend/collect/config_checks.py` and "
-         "`backend/collect/group_checks.py` by "
+        ("Generated from `backend/collect/checks.py`, `backend/collect/config_checks.py`, "
+         "`backend/collect/group_checks.py` and `backend/collect/client_checks.py` by "
          "`python -m backend.collect.catalog > docs/fleet-rules.md`; do not edit by hand."),
         "",
         ("Every poll runs these rules over each cluster that answered; a condition that lasts is one incident "
@@ -90,6 +91,19 @@ def render_fleet_rules_markdown() -> str:
             group_rule.rationale,
             "",
         ]
+    lines += [
+        "## Client inventory rules",
+        "",
+        ("They run on clusters whose brokers' JMX metrics are read ([clusters.broker_metrics], every "
+         "`client_metrics_interval_s`): see [client-inventory.md](client-inventory.md)."),
+        "",
+        "| rule | kind | severity | title | fires when |",
+        "|---|---|---|---|---|",
+    ]
+    for client_rule in CLIENT_RULES:
+        lines.append(f"| {client_rule.id} | {client_rule.kind} | {client_rule.severity} | {client_rule.title} | "
+                     f"{client_rule.when} |")
+    lines.append("")
     return "\n".join(lines)
 
 

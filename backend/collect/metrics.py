@@ -169,7 +169,40 @@ def _cluster_families(poll: FleetPoll) -> list[Metric]:
             version = b.software_version or _range(b.version_min, b.version_max)
             info.add_metric([name, label_value(b.broker_id), label_value(b.software_name or "unknown"), label_value(version),
                              label_value(b.version_provenance)], 1.0)
-    return [up, status, brokers, reachable, info, topics, partitions, urp, offline, duration]
+    families = [up, status, brokers, reachable, info, topics, partitions, urp, offline, duration]
+    return families + _inventory_families(poll)
+
+
+MAX_SOFTWARE_SERIES = 50  # per cluster: the most connected software versions; the rest are summed as "other"
+
+
+def _inventory_families(poll: FleetPoll) -> list[Metric]:
+    """Client software connections (KIP-511) and deprecated requests in use (KIP-896), bounded per cluster."""
+    connections = GaugeMetricFamily(f"{PREFIX}_client_connections", "Connections by client software and version, as "
+                                    "the brokers count them (KIP-511), from the last client-inventory read.",
+                                    labels=["cluster", "software", "version"])
+    deprecated = GaugeMetricFamily(f"{PREFIX}_client_deprecated_requests_in_use", "1 for each request version Kafka "
+                                   "4.0 removed that clients used within the window (KIP-896).",
+                                   labels=["cluster", "request", "version", "software", "software_version"])
+    status = GaugeMetricFamily(f"{PREFIX}_client_inventory_status", "1 for the status of the last client-inventory "
+                               "read (ok, partial, no_kip511, error).", labels=["cluster", "status"])
+    for s in sorted(poll.clusters, key=lambda c: c.cluster_name):
+        inventory = s.inventory
+        if inventory is None:
+            continue
+        name = label_value(s.cluster_name)
+        for known in ("ok", "partial", "no_kip511", "error"):
+            status.add_metric([name, known], 1.0 if inventory.status == known else 0.0)
+        ranked = sorted(inventory.software().items(), key=lambda kv: (-kv[1], kv[0]))
+        for (software, version), count in ranked[:MAX_SOFTWARE_SERIES]:
+            connections.add_metric([name, label_value(software), label_value(version)], float(count))
+        if len(ranked) > MAX_SOFTWARE_SERIES:
+            connections.add_metric([name, "other", "other"], float(sum(n for _, n in ranked[MAX_SOFTWARE_SERIES:])))
+        uses = sorted({(u.request, u.version, u.software_name, u.software_version) for u in inventory.in_use()})
+        for request, api_version, software, software_version in uses[:MAX_SOFTWARE_SERIES]:
+            deprecated.add_metric([name, label_value(request), str(api_version), label_value(software), label_value(software_version)],
+                                  1.0)
+    return [connections, deprecated, status]
 
 
 def _range(low: str | None, high: str | None) -> str:

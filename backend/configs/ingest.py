@@ -28,7 +28,7 @@ from backend.configs.record import (
     parse_json_record,
     validate_record,
 )
-from backend.configs.sensitive import safe_excerpt
+from backend.configs.sensitive import WITHHELD, safe_excerpt
 from backend.plain_text import utf8_safe
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 
@@ -100,6 +100,15 @@ class IngestResult:
         )
 
 
+def _cut_value_withheld(record: dict[str, Any]) -> dict[str, Any]:
+    """A block cut by the end of the file ends in a cut value, whose credential shape cannot be judged (a
+    bootstrap.servers cut to "u:secret@" or "u:secr"): its last entry keeps its key, never its value."""
+    configs = record.get("configs")
+    if isinstance(configs, list) and configs and isinstance(configs[-1], dict):
+        return {**record, "configs": [*configs[:-1], {**configs[-1], "value": WITHHELD}]}
+    return record
+
+
 def ingest_items(lake: str, items: list[RawItem], source: str, location: str, *,
                  file_problems: dict[str, str] | None = None) -> IngestResult:
     """Validate items, write snapshots and quarantine to the lake, record ingest_stats.
@@ -144,7 +153,7 @@ def _outcome(item: RawItem, source: str) -> ParseOutcome:
             return ParseOutcome(rejected=Rejected(
                 source, item.position, "truncated_block",
                 "the config block ends at the end of the file before its closing line; ingest it again once "
-                "the client has written it whole", safe_excerpt(item.record)))
+                "the client has written it whole", safe_excerpt(_cut_value_withheld(item.record))))
         if item.record is not None:
             return validate_record(item.record, source, item.position)
         return parse_json_record(item.raw or b"", source, item.position, size=item.oversize or None)

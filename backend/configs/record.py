@@ -11,6 +11,7 @@ from typing import Any
 from backend.configs.known_keys import is_librdkafka, type_markers
 from backend.configs.sensitive import (
     DroppedKeys,
+    address_list_shape,
     credential_shape,
     safe_excerpt,
     sensitive_reason,
@@ -261,7 +262,8 @@ def validate_record(obj: object, source: str, position: str) -> ParseOutcome:
     for entry in entries:
         if sensitive_reason(entry.key, entry.type, client_type, rdkafka or unknown_software):
             outcome.dropped.add(entry.key)
-        elif credential_shape(entry.value):  # a secret under a harmless key: dropped and counted the same way
+        elif credential_shape(entry.value) or address_list_shape(entry.key, entry.value):
+            # a secret under a harmless key: dropped and counted the same way
             outcome.dropped.add(entry.key)
         else:
             kept.append(entry)

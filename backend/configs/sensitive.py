@@ -182,6 +182,22 @@ def credential_shape(value: object) -> str | None:
     return None
 
 
+# One entry of a list of broker addresses: host:port, optionally behind a listener or protocol name ("SSL://").
+_ADDRESS = re.compile(r"^(?:[A-Za-z0-9_]+://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$")
+
+
+def address_list_shape(key: str, value: object) -> str | None:
+    """'not_addresses' when a broker-address list (bootstrap.servers) holds an entry that is not host:port.
+
+    A truncated ``user:secret@host:9092`` (a line cut short, a record damaged on the way) no longer has the '@' that
+    makes it a userinfo credential, yet its "port" is the secret: such an entry is withheld, not stored.
+    """
+    if not isinstance(value, str) or not key.lower().endswith("bootstrap.servers"):
+        return None
+    entries = [e.strip() for e in value.strip().strip("[]").split(",") if e.strip()]
+    return "not_addresses" if any(not _ADDRESS.match(e) for e in entries) else None
+
+
 def redact_shapes(text: str) -> str:
     """``text`` with every credential-shaped span replaced by [REDACTED] (log lines, error messages)."""
     for _, pattern in _CREDENTIAL_SHAPES:
@@ -287,7 +303,7 @@ def _safe_configs(configs: object) -> object:
             entry["type"] = typ
         value = item.get("value")
         safe = (isinstance(key, str) and known and not is_sensitive(key, typ if isinstance(typ, str) else None)
-                and not is_sensitive_key(key))
+                and not is_sensitive_key(key) and address_list_shape(key, value) is None)
         entry["value"] = _safe_scalar(value) if safe and (value is None or isinstance(value, str)) else WITHHELD
         entries.append(entry)
     return entries

@@ -116,6 +116,22 @@ class SaslSpec:
 
 
 @dataclass(frozen=True)
+class MetricsClientSpec:
+    """A client the lab broker's metrics endpoint reports as connected (KIP-511), besides the real connections.
+
+    `deprecated` holds "Request:version" pairs (e.g. "Produce:2") it sends at `rate` requests per second on each
+    broker (KIP-896's DeprecatedRequestsPerSec count grows by that).
+    """
+
+    software_name: str
+    software_version: str
+    connections: int = 1
+    listener: str = "PLAINTEXT"
+    deprecated: tuple[tuple[str, int], ...] = ()
+    rate: float = 1.0
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     """One emulated cluster."""
 
@@ -134,6 +150,7 @@ class ClusterSpec:
     dynamic_configs: dict[str, str] = field(default_factory=dict)  # cluster-wide: DYNAMIC_DEFAULT_BROKER_CONFIG
     groups: tuple[GroupSpec, ...] = ()  # synthetic consumer groups (backend/lab/groups.py)
     synthetic_groups: int = 0  # that many more healthy groups, generated (benchmarks)
+    metrics_clients: tuple[MetricsClientSpec, ...] = ()  # extra clients the metrics endpoint reports
 
     @property
     def effective_controller(self) -> int:
@@ -316,6 +333,8 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
     if controller is not None and controller not in ids:
         raise LabConfigError(f"{where}: controller_id {controller} is not one of the brokers {ids}")
     tags = {str(k): str(v) for k, v in raw.get("tags", {}).items()}
+    metrics_clients = tuple(_metrics_client(c, f"{where} metrics_clients[{i}]")
+                            for i, c in enumerate(raw.get("metrics_clients", [])))
     return ClusterSpec(
         name=name, profile=profile, brokers=tuple(brokers), topics=tuple(topics), controller_id=controller,
         zookeeper=zk, misrouted_to=raw.get("misrouted_to"), policy=policy, tls=tls, sasl=sasl, tags=tags,
@@ -323,7 +342,25 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
         dynamic_configs=_configs(raw.get("dynamic_configs"), catalog, f"{where} dynamic_configs", dynamic=True),
         groups=_parse_groups(raw.get("groups"), {t.name for t in topics}, where),
         synthetic_groups=_int(raw.get("synthetic_groups", 0), f"{where} synthetic_groups"),
+        metrics_clients=metrics_clients,
     )
+
+
+def _metrics_client(raw: dict[str, Any], where: str) -> MetricsClientSpec:
+    deprecated = []
+    for item in raw.get("deprecated", []):
+        request, _, version = str(item).partition(":")
+        if not request or not version.isdigit():
+            raise LabConfigError(f"{where}: deprecated entries are \"Request:version\" such as \"Produce:2\", got {item!r}")
+        deprecated.append((request, int(version)))
+    try:
+        rate = float(raw.get("rate", 1.0))
+    except (TypeError, ValueError):
+        raise LabConfigError(f"{where}: rate must be a number") from None
+    return MetricsClientSpec(software_name=str(_req(raw, "software_name", where)),
+                             software_version=str(_req(raw, "software_version", where)),
+                             connections=_int(raw.get("connections", 1), where), listener=str(raw.get("listener", "PLAINTEXT")),
+                             deprecated=tuple(deprecated), rate=rate)
 
 
 def parse_lab_config(raw: dict[str, Any], base_dir: Path, profiles: dict[str, Profile] | None = None) -> LabConfig:

@@ -41,6 +41,8 @@ class BrokerServer:
         self.broker = broker
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        # Open connections (their KIP-511 software name/version), for the lab's metrics endpoint.
+        self.connections: dict[int, ConnectionInfo] = {}
 
     @property
     def listening(self) -> bool:
@@ -79,6 +81,7 @@ class BrokerServer:
         peer = writer.get_extra_info("peername")
         conn = ConnectionInfo(peer=f"{peer[0]}:{peer[1]}" if peer else None)
         handler = _Connection(self.cluster, self.broker, conn)
+        self.connections[id(conn)] = conn
         try:
             while True:
                 payload = await asyncio.wait_for(P.read_frame_async(reader, MAX_REQUEST_BYTES), IDLE_TIMEOUT_S)
@@ -105,6 +108,7 @@ class BrokerServer:
             log.exception("lab broker %s/%s: unexpected error", self.cluster.spec.name, self.broker.id)
         finally:
             self._writers.discard(writer)
+            self.connections.pop(id(conn), None)
             writer.close()
 
 

@@ -33,11 +33,12 @@ from tests.rig.procs import REPO, free_port, log_tail
 FLEET_FAMILIES = {"misrouted cluster": "zk_cluster_id_mismatch", "topic recreated": "topic_recreated", "version skew": "version_skew"}
 READY_TIMEOUT_S = 420
 PAGES = {"": "Fleet", "cluster": "Cluster", "compare": "Compare", "consumer_groups": "Consumer groups",
-         "client_configs": "Client configs", "alerts": "Alerts", "export": "Export"}
+         "client_configs": "Client configs", "clients": "Clients", "upgrade": "Upgrade readiness", "alerts": "Alerts",
+         "export": "Export"}
 # The lab's prod-eu groups (lab.toml) and the status each must reach: a healthy, a lagging, a stalled and an empty one.
 DEMO_GROUPS = {"orders-consumers": "ok", "payments-consumers": "lagging", "fraud-consumers": "stalled",
                "notifications-consumers": "empty_with_lag"}
-EMPTY_STATE_MARKERS = ("No poll snapshots", "not run yet", "No client-config results")
+EMPTY_STATE_MARKERS = ("No poll snapshots", "not run yet", "No client-config results", "No cluster has a broker metrics source")
 
 
 def _config_alerts(lake: Path) -> pd.DataFrame:
@@ -193,7 +194,18 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
         shown = page.inner_text("body")
         for machine_path in (str(REPO), str(demo.lake), "/tmp/", "/home/", "/root/"):
             assert machine_path not in shown, f"{path}: {machine_path} is visible"
+        if path == "upgrade":  # the expanders' labels are text (the tables are drawn on a canvas)
+            assert re.search(r"analytics-zk\s*·\s*blocked", main), main[:1500]
         page.screenshot(path=str(shots / f"demo-{path or 'fleet'}.png"), full_page=True)
+
+    # The same readiness as CSV through the export command: the lab's old reporting job (a 0.10 producer: no software
+    # name, Produce v2) blocks analytics-zk by name.
+    out = demo.lake.parent / "readiness.csv"
+    done = demo.cli("export", "--report", "readiness", "--lake", str(demo.lake), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    checklist = pd.read_csv(out)
+    protocol = checklist[(checklist["cluster_name"] == "analytics-zk") & (checklist["item"] == "removed protocol versions")]
+    assert protocol["status"].iloc[0] == "fail" and "Produce v2 by unknown unknown" in protocol["detail"].iloc[0]
 
     # The Alerts page shows each family (over the whole history): filter by its rule and count what remains.
     _open(page, f"{demo.url}/alerts")
