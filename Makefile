@@ -8,12 +8,12 @@ STAMPS := .cache/stamps
 KAFKA_VERSIONS := 3.9.2 4.3.1
 PYTEST_ARGS ?=
 
-.PHONY: demo test shifted-clock install install-dev deps-system deps-demo-system kafka-jars client-jars oidc-provider lint typecheck unit clean
+.PHONY: demo test shifted-clock install install-dev deps-system deps-demo-system kafka-jars client-jars inventory-jars oidc-provider lint typecheck unit clean
 
 demo: install deps-demo-system
 	$(PY) -m backend demo
 
-test: install-dev deps-system kafka-jars client-jars oidc-provider lint typecheck shifted-clock
+test: install-dev deps-system kafka-jars client-jars inventory-jars oidc-provider lint typecheck shifted-clock
 	mkdir -p artifacts
 	$(PY) -m pytest --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
 
@@ -56,7 +56,12 @@ deps-demo-system:
 	@bash scripts/install-system-deps.sh --optional chromium zookeeper
 
 # Kafka broker jars for the test rig, from Maven Central through tests/pom.xml, cached in .cache/kafka.
-kafka-jars: $(foreach v,$(KAFKA_VERSIONS),$(STAMPS)/kafka-$(v))
+# Each release's kafka-tools jar (kafka-consumer-groups.sh's ConsumerGroupCommand) beside them, in .cache/kafka-tools.
+kafka-jars: $(foreach v,$(KAFKA_VERSIONS),$(STAMPS)/kafka-$(v) $(STAMPS)/kafka-tools-$(v))
+
+$(STAMPS)/kafka-tools-%: tests/tools/pom.xml
+	mvn -B -q -f tests/tools/pom.xml -Dkafka.version=$* dependency:copy
+	mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/kafka-%: tests/pom.xml
 	mvn -B -q -f tests/pom.xml -Dkafka.version=$* dependency:copy-dependencies
@@ -80,6 +85,19 @@ $(STAMPS)/known-keys: tests/known-keys/pom.xml
 
 $(STAMPS)/clients-%: tests/clients/pom.xml
 	mvn -B -q -f tests/clients/pom.xml -Dclients.version=$* dependency:copy-dependencies dependency:copy
+	mkdir -p $(STAMPS) && touch $@
+
+# The client-inventory tests' parts (tests/client-inventory/pom.xml): the Prometheus JMX exporter Java agent
+# (.cache/inventory/agent) and old Java clients with their dependencies (.cache/inventory/clients/<version>).
+INVENTORY_CLIENT_VERSIONS := 0.10.2.2 2.8.2
+inventory-jars: $(STAMPS)/inventory-agent $(foreach v,$(INVENTORY_CLIENT_VERSIONS),$(STAMPS)/inventory-clients-$(v))
+
+$(STAMPS)/inventory-agent: tests/client-inventory/pom.xml
+	mvn -B -q -f tests/client-inventory/pom.xml dependency:copy
+	mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/inventory-clients-%: tests/client-inventory/pom.xml
+	mvn -B -q -f tests/client-inventory/pom.xml -Dclients.version=$* dependency:copy-dependencies
 	mkdir -p $(STAMPS) && touch $@
 
 lint: install-dev

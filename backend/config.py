@@ -135,6 +135,115 @@ class AccessGrant(_Strict):
         return value
 
 
+# A metrics_url template may name these fields of each broker (from Metadata).
+_TEMPLATE_FIELDS = frozenset({"host", "broker_id", "port"})
+_TEMPLATE_FIELD = re.compile(r"\{([^{}]*)\}")
+# One Prometheus label matcher, as in a selector: name op "value".
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+_MATCHERS = re.compile(rf"(?:{_MATCHER}(?:,{_MATCHER})*,?\s*)?")
+
+
+class BrokerMetricsSource(_Strict):
+    """[clusters.broker_metrics]: where the brokers' own JMX metrics are read (backend/collect/client_metrics.py).
+
+    Exactly one of ``metrics_url`` (each broker's Prometheus JMX exporter: a template filled per broker from
+    Metadata, e.g. "http://{host}:7071/metrics") or ``prometheus`` (a Prometheus server that scrapes the brokers,
+    with the label ``matchers`` that select this cluster). Basic auth: ``username`` with the password from
+    ``password_env`` or .streamlit/secrets.toml [metrics_passwords] <cluster name>, never inline.
+    """
+
+    metrics_url: str | None = Field(default=None, max_length=2000)
+    prometheus: str | None = Field(default=None, max_length=2000)
+    matchers: str = Field(default="", max_length=2000)
+    username: str | None = Field(default=None, max_length=256)
+    password_env: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+    timeout_s: float | None = Field(default=None, gt=0, le=600, allow_inf_nan=False)
+    # Whether the exporter's rules export KIP-896's DeprecatedRequestsPerSec; None: known for the exporter's
+    # default rules and Confluent's, so "no series" means "no such request" there only.
+    exports_deprecated_requests: bool | None = None
+
+    _password: Secret | None = PrivateAttr(default=None)
+
+    @field_validator("password_env")
+    @classmethod
+    def _names_an_env(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError("must name an environment variable (letters, digits and '_', not starting with a "
+                             "digit); the value is withheld from this message")
+        return value
+
+    @field_validator("metrics_url", "prometheus")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from urllib.parse import urlsplit
+
+        probe = _TEMPLATE_FIELD.sub("x", value)
+        parts = urlsplit(probe)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http:// or https:// URL")
+        if "@" in parts.netloc:
+            raise ValueError("must not hold credentials: use username and password_env")
+        return value
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _template_fields(cls, value: str | None) -> str | None:
+        if value is not None:
+            unknown = sorted(set(_TEMPLATE_FIELD.findall(value)) - _TEMPLATE_FIELDS)
+            if unknown:
+                raise ValueError(f"unknown template field(s) {', '.join('{' + u + '}' for u in unknown)}; "
+                                 "use {host}, {broker_id} or {port}")
+        return value
+
+    @field_validator("matchers")
+    @classmethod
+    def _label_matchers(cls, value: str) -> str:
+        inner = value.strip()
+        if inner.startswith("{") and inner.endswith("}"):
+            inner = inner[1:-1]
+        if not _MATCHERS.fullmatch(inner):
+            raise ValueError('must be Prometheus label matchers such as job="kafka", cluster="prod"')
+        return inner.strip().rstrip(",")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(key, problem) pairs for settings that are valid alone but not together."""
+        out: list[tuple[str, str]] = []
+        if bool(self.metrics_url) == bool(self.prometheus):
+            out.append(("broker_metrics", "set exactly one of metrics_url or prometheus"))
+        if self.prometheus is None and self.matchers:
+            out.append(("broker_metrics.matchers", "only with prometheus"))
+        if self.password_env and not self.username:
+            out.append(("broker_metrics.username", "required with password_env"))
+        if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
+            out.append(("broker_metrics.ssl_keyfile", "ssl_certfile and ssl_keyfile go together"))
+        return out
+
+    @property
+    def kind(self) -> str:
+        """'metrics_url' or 'prometheus'."""
+        return "metrics_url" if self.metrics_url else "prometheus"
+
+    @property
+    def label(self) -> str:
+        """Where the series are read, for messages (holds no secret)."""
+        return self.metrics_url or f"{self.prometheus} {{{self.matchers}}}"
+
+    def password(self) -> str | None:
+        """The basic-auth password, resolved from the environment or secrets.toml."""
+        return self._password.reveal() if self._password else None
+
+    def __repr__(self) -> str:
+        return f"BrokerMetricsSource({self.kind}={self.label!r})"
+
+    __str__ = __repr__
+
+
 class ClusterConfig(_Strict):
     """One cluster of the fleet."""
 
@@ -153,6 +262,8 @@ class ClusterConfig(_Strict):
     ssl_check_hostname: bool = True
     # Who may see and operate this cluster when login is on; None: [auth] default_access applies.
     access: AccessGrant | None = None
+    # Where the brokers' JMX metrics are read (client inventory, KIP-511/KIP-896); None: not read.
+    broker_metrics: BrokerMetricsSource | None = None
 
     _password: Secret | None = PrivateAttr(default=None)
     _ssl_key_password: Secret | None = PrivateAttr(default=None)
@@ -206,6 +317,8 @@ class ClusterConfig(_Strict):
                     problems.append((key, "needs security_protocol SSL or SASL_SSL"))
         if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
             problems.append(("ssl_keyfile" if self.ssl_certfile else "ssl_certfile", "ssl_certfile and ssl_keyfile go together"))
+        if self.broker_metrics is not None:
+            problems.extend(self.broker_metrics.problems())
         return problems
 
     def __repr__(self) -> str:
@@ -297,6 +410,23 @@ class Settings(_Strict):
     config_interval_s: float = Field(default=600.0, ge=0, le=86_400, allow_inf_nan=False)
     # Topics per DescribeConfigs request.
     config_batch_topics: int = Field(default=200, ge=1, le=5_000)
+    # Consumer groups (ListGroups, Describe*, OffsetFetch, ListOffsets; read-only) are read at most this often; 0 = off.
+    group_interval_s: float = Field(default=60.0, ge=0, le=86_400, allow_inf_nan=False)
+    # Groups described and fetched per cluster per read; the others are listed with a row saying they were not read.
+    max_groups_per_cluster: int = Field(default=20_000, ge=1, le=1_000_000)
+    # Reads in the sliding window a group's status is judged from (Burrow-style), kept per group in the lake.
+    group_window: int = Field(default=10, ge=3, le=100)
+    # A group with members and lag whose committed offsets have not moved for this long is "stopped".
+    group_stopped_after_s: float = Field(default=3_600.0, gt=0, le=30 * 86_400, allow_inf_nan=False)
+    # /metrics: per cluster, the groups (worst first) with their own lag series, and the (group, topic) series.
+    group_metrics_max_groups: int = Field(default=500, ge=0, le=100_000)
+    group_metrics_max_topics: int = Field(default=2_000, ge=0, le=1_000_000)
+    # The brokers' JMX metrics (clusters with [clusters.broker_metrics]) are read at most this often; 0 turns it off.
+    client_metrics_interval_s: float = Field(default=60.0, ge=0, le=86_400, allow_inf_nan=False)
+    # A deprecated request (KIP-896) counts as in use until its count has not grown for this long.
+    client_metrics_window_s: float = Field(default=3_600.0, gt=0, le=30 * 86_400, allow_inf_nan=False)
+    # An exporter page (or Prometheus answer) above this many bytes is refused.
+    client_metrics_max_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
 
     @field_validator("lake_path")
     @classmethod
@@ -431,9 +561,12 @@ def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.Pa
     _check_sources(fleet, seen, source, lines)
     if not resolve_secrets:
         return fleet
-    secrets = _read_secrets(secrets_path if secrets_path is not None else fleet.settings.secrets_file, source)
+    secrets_file = secrets_path if secrets_path is not None else fleet.settings.secrets_file
+    secrets = _read_secrets(secrets_file, source)
+    metrics_secrets = _read_metrics_passwords(secrets_file) if any(c.broker_metrics for c in fleet.clusters) else {}
     for index, cluster in enumerate(fleet.clusters):
         _resolve_secrets(cluster, secrets, index, source, lines)
+        _resolve_metrics_secret(cluster, metrics_secrets, index, source, lines)
     return fleet
 
 
@@ -567,6 +700,38 @@ def _resolve_secrets(cluster: ClusterConfig, secrets: dict[str, str], index: int
                 f"{_env_label(cluster.ssl_key_password_env)} is not set"
             )
         cluster._ssl_key_password = Secret(key_password)
+
+
+def _read_metrics_passwords(path: str | os.PathLike[str]) -> dict[str, str]:
+    """[metrics_passwords] of secrets.toml: cluster name -> the basic-auth password of its broker metrics."""
+    secrets_file = Path(path)
+    if not secrets_file.is_file():
+        return {}
+    try:
+        data = tomllib.loads(secrets_file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise FleetConfigError(f"{secrets_file}: not valid TOML: {exc}") from None
+    table = data.get("metrics_passwords", {})
+    if not isinstance(table, dict):
+        raise FleetConfigError(f"{secrets_file}: key 'metrics_passwords' must be a table of cluster name = password")
+    return {str(k): str(v) for k, v in table.items()}
+
+
+def _resolve_metrics_secret(cluster: ClusterConfig, secrets: dict[str, str], index: int, source: str,
+                            lines: _KeyLines) -> None:
+    metrics = cluster.broker_metrics
+    if metrics is None or not metrics.username:
+        return
+    value = os.environ.get(metrics.password_env) if metrics.password_env else None
+    if value is None:
+        value = secrets.get(cluster.name)
+    if value is None:
+        hint = f"{_env_label(metrics.password_env)} is not set and " if metrics.password_env else ""
+        raise FleetConfigError(
+            f"{source}:{lines.find(index, 'broker_metrics.password_env')}: cluster '{cluster.name}': key "
+            f"'broker_metrics.password_env': no password found: {hint}.streamlit/secrets.toml has no "
+            f"[metrics_passwords] entry '{cluster.name}'")
+    metrics._password = Secret(value)
 
 
 class _KeyLines:

@@ -21,7 +21,10 @@ PAGES = (
     ("../pages/fleet.py", "Fleet", ":material/hub:", "fleet"),
     ("../pages/cluster.py", "Cluster", ":material/dns:", "cluster"),
     ("../pages/compare.py", "Compare", ":material/compare_arrows:", "compare"),
+    ("../pages/consumer_groups.py", "Consumer groups", ":material/groups:", "consumer_groups"),
     ("../pages/client_configs.py", "Client configs", ":material/tune:", "client_configs"),
+    ("../pages/clients.py", "Clients", ":material/devices:", "clients"),
+    ("../pages/upgrade.py", "Upgrade readiness", ":material/upgrade:", "upgrade"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),
 )
@@ -84,13 +87,20 @@ def job_buttons(location: str, access: auth.Access) -> None:
         components.job_progress()
 
 
+# The favicon is the product's own file (sent inline as a data: URL): a :material/...: icon would make every
+# browser fetch it from fonts.gstatic.com.
+ICON = Path(__file__).resolve().parent / "icon.svg"
+
+
 def main() -> None:
     """Configure the app, draw the shared sidebar and run the selected page."""
-    st.set_page_config(page_title="Kafka fleet view", page_icon=":material/hub:", layout="wide")
+    st.set_page_config(page_title="Kafka fleet view", page_icon=ICON, layout="wide")
     charts.register_template()
     install_log_filter()  # idempotent: the server's log never carries a credential-shaped value
     access = auth.gate()  # before any page or sidebar widget: stops the run at the login or "no access" page
     navigation = st.navigation(pages())
+    if components.ensure_no_raw_export():
+        st.rerun()  # the browser learns the option from the next run's session message (same page: after navigation)
     sidebar(access)
     if access.banner:
         st.warning(access.banner, icon=":material/lock_open:")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -14,8 +15,12 @@ import streamlit as st
 from backend.export import images
 from backend.export.csv_safe import safe_csv
 from backend.jobs import JobRegistry
+from backend.plain_text import visible
+from backend.views.display import visible_columns, visible_frame
 from dashboard import auth
-from dashboard.text import plain
+from dashboard.text import option, plain, plain_list
+
+__all__ = ["option", "plain", "plain_list"]  # the one plain-text rule (dashboard/text.py), re-exported for the pages
 
 STATUS_COLORS = {"ok": "green", "degraded": "orange", "down": "red", "auth_failed": "red", "misrouted": "violet"}
 # Plain text symbols: headless Chromium often lacks an emoji font.
@@ -34,6 +39,40 @@ NO_RESULTS_HELP = (
     "The client-config pipeline has not run on {lake} yet. Press **Recompute** in the sidebar "
     "or run `python -m backend analyze`."
 )
+
+
+def data_table(frame: pd.DataFrame, *, key: str, name: str | None = None,
+               column_config: dict[str, Any] | None = None, column_order: Iterable[str] | None = None,
+               **kwargs: Any) -> Any:
+    """Every table of the UI goes through here: the frame with hidden characters made visible in every text cell
+    (a bidi override shows as <U+202E>), and under it a CSV download written by `safe_csv` (formula guard, no line
+    break inside a cell). The dataframe toolbar's own CSV download and clipboard copy are off for the whole app
+    (`client.disableDataExport`, see `ensure_no_raw_export`), so this button is the one way a table leaves as CSV.
+    Takes st.dataframe's arguments and returns what it returns (the selection event with on_select)."""
+    renamed = visible_columns(frame)
+    config = {renamed.get(c, c): v for c, v in (column_config or {}).items()}
+    order = [renamed.get(c, c) for c in column_order] if column_order is not None else None
+    event = st.dataframe(visible_frame(frame), key=key, column_config=config or None, column_order=order, **kwargs)
+    hidden = {c for c, v in (column_config or {}).items() if v is None}
+    columns = [c for c in (column_order if column_order is not None else frame.columns) if c not in hidden]
+    exported = frame.loc[:, columns]
+    st.download_button("CSV", lambda: safe_csv(exported), file_name=f"{file_stem(name or key)}.csv", mime="text/csv",
+                       key=f"{key}_csv", on_click="ignore", icon=":material/download:", type="tertiary",
+                       help="This table as CSV, with spreadsheet formulas neutralised")
+    return event
+
+
+RAW_EXPORT_OPTION = "client.disableDataExport"
+
+
+def ensure_no_raw_export() -> bool:
+    """Turn off the dataframe toolbar's CSV download and clipboard copy (they write cells as they are, formulas
+    included) when the server was started without `client.disableDataExport = true` (.streamlit/config.toml, the
+    service's command line); True when it had to, and the caller reruns so the browser gets the setting."""
+    if st.get_option(RAW_EXPORT_OPTION):
+        return False
+    st.set_option(RAW_EXPORT_OPTION, True)
+    return True
 
 
 def status_badge(status: str, error: str | None = None) -> None:
@@ -61,7 +100,7 @@ def cluster_link(name: str) -> str:
 def copyable_id(label: str, value: str | None) -> None:
     """An id in a code block (Streamlit adds a copy button)."""
     st.caption(label)
-    st.code(value or "—", language=None)
+    st.code(visible(value) or "—", language=None)  # literal, but a bidi override would still be obeyed
 
 
 def no_lake(location: str) -> None:
@@ -136,7 +175,7 @@ def job_progress() -> None:
                 "failed": ":material/error:"}[status.state]
         st.caption(f"{icon} {kind}: {status.state} ({status.elapsed_s:.0f} s)")
         if status.tail:
-            st.code("\n".join(status.tail[-4:]), language=None)
+            st.code("\n".join(visible(line) for line in status.tail[-4:]), language=None)
 
 
 @st.fragment(run_every=5)
@@ -151,7 +190,7 @@ def service_block(location: str, *, with_error: bool = True) -> None:
     if status is None:
         st.caption("The service stopped.")
         return
-    st.text("\n".join(service_lines(status, time.time(), with_error=with_error)))
+    st.text("\n".join(visible(line) for line in service_lines(status, time.time(), with_error=with_error)))
 
 
 def shared_cluster_ids(collisions: dict[str, list[str]]) -> None:

@@ -16,7 +16,8 @@ import streamlit as st
 from backend.auth.scope import Scope, scope_for
 from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
-from backend.views import config_views, fleet_views, frames, lakes
+from backend.store import group_readers
+from backend.views import config_views, fleet_views, frames, lakes, readiness
 from dashboard import auth
 
 Visible = tuple[str, ...] | None
@@ -99,7 +100,7 @@ def restricted() -> bool:
     return access is None or access.login
 
 
-_TEXT_COLUMNS = ("error", "evidence_json", "latest_evidence_json", "explanation", "subject", "evidence",
+_TEXT_COLUMNS = ("error", "evidence_json", "latest_evidence_json", "explanation", "subject", "evidence", "message",
                  "latest_evidence", "rationale", "before_json", "after_json", "value")
 
 
@@ -330,3 +331,107 @@ def clusters_with_configs_first(location: str, names: list[str]) -> list[str]:
     """Cluster names, those whose clients pushed configs first (so a default pair has drift to show)."""
     with_configs = set(result(location, "distributions")["cluster"])
     return sorted(names, key=lambda name: name not in with_configs)
+
+
+# ------------------------------------------------------------------ consumer groups (backend/store/group_readers.py)
+
+
+def _allowed(location: str, names: Visible) -> list[str] | None:
+    return None if names is None else list(names)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
+def _groups(location: str, names: Visible) -> pd.DataFrame:
+    return _by_name(group_readers.read_groups(location, _allowed(location, names)), location, names)
+
+
+def groups(location: str) -> pd.DataFrame:
+    """Every group of the clusters this session may view (one state file per cluster; cached)."""
+    return _groups(location, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _group_members(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = [c for c in clusters if names is None or c in names]
+    return _by_name(group_readers.group_members(location, allowed), location, names)
+
+
+def group_members(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """The members of the groups of the clusters asked for that this session may view."""
+    return _group_members(location, clusters, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _group_offsets(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
+    allowed = [c for c in clusters if names is None or c in names]
+    return _by_name(group_readers.group_offsets(location, allowed), location, names)
+
+
+def group_offsets(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
+    """Committed and end offsets and lag per partition of the groups of the clusters asked for (that may be viewed)."""
+    return _group_offsets(location, clusters, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
+def _group_runs(location: str, names: Visible) -> pd.DataFrame:
+    return _by_name(group_readers.group_runs(location, _allowed(location, names)), location, names)
+
+
+def group_runs(location: str) -> pd.DataFrame:
+    """The last read of each visible cluster's groups."""
+    return _group_runs(location, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
+def _group_changes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
+    if names is not None and cluster not in names:
+        return frames.changes(location, "").iloc[0:0]
+    changes = frames.changes(location, cluster)
+    return _by_name(changes[changes["entity"] == "group"] if not changes.empty else changes, location, names)
+
+
+def group_changes(location: str, cluster: str) -> pd.DataFrame:
+    """The change log's group rows of one cluster over the last 7 days (created, state, protocol, members)."""
+    return _group_changes(location, cluster, visible())
+# ---------------------------------------------------------------- client inventory and upgrade readiness
+# (issue 30: the brokers' own JMX metrics; every reader is filtered to the clusters this session may view)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _inventory(location: str, names: Visible) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = _by_name(frames.inventory_rows(location, names), location, names)
+    runs = _by_name(frames.inventory_runs(location, names), location, names)
+    return rows, runs
+
+
+def client_inventory(location: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(inventory rows, last read per cluster) of the clusters this session may view."""
+    return _inventory(location, visible())
+
+
+def consumer_groups(location: str, names: Visible) -> tuple[pd.DataFrame | None, frozenset[str]]:
+    """Consumer groups (cluster_name, group_id, group_type, protocol_type, state) of the clusters `names` may view and
+    the clusters whose groups were read; (None, ∅) while no cluster's groups were ever read (readiness: "not
+    collected")."""
+    runs = _group_runs(location, names)
+    if runs.empty:
+        return None, frozenset()
+    return _groups(location, names), frozenset(runs["cluster_name"])
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _readiness(location: str, target: str, names: Visible) -> readiness.Readiness:
+    clusters = _latest_clusters(location, names)
+    brokers = _latest_brokers(location, None, True, names)
+    rows, runs = _inventory(location, names)
+    has_results = frames.results_exist(location)
+    defaults, dist, versions = ((_result(location, name, names) if has_results else None)
+                                for name in ("default_share", "distributions", "client_versions"))
+    groups, groups_read = consumer_groups(location, names)
+    return readiness.readiness(clusters, brokers, rows, runs, default_share=defaults, distributions=dist,
+                               client_versions=versions, groups=groups, groups_read=groups_read, target=target)
+
+
+def upgrade_readiness(location: str, target: str) -> readiness.Readiness:
+    """Readiness of every cluster this session may view for the target release (backend.views.readiness)."""
+    return _readiness(location, target, visible())

@@ -39,7 +39,7 @@ def main() -> None:
     cols = st.columns([1, 1, 1, 1, 1])
     window = cols[0].selectbox("Resolved in", list(WINDOWS), key="alerts_window")
     severities = cols[1].multiselect("Severity", ["critical", "warning", "info"], key="alerts_severity")
-    clusters = cols[2].multiselect("Cluster", sorted(visible), key="alerts_clusters")
+    clusters = cols[2].multiselect("Cluster", sorted(visible), key="alerts_clusters", format_func=components.option)
     sources = cols[3].multiselect("Source", ["fleet", "client config"], key="alerts_sources")
     text = cols[4].text_input("Rule or subject contains", key="alerts_text")
     chosen = config_views.filter_alerts(every, severities=severities, clusters=clusters, sources=sources, text=text)
@@ -57,21 +57,21 @@ def main() -> None:
     if open_rows.empty:
         st.success("Nothing is open.", icon=":material/check_circle:")
     else:
-        st.dataframe(incident_views.by_rule(board, now=now), key="alerts_by_rule", hide_index=True, column_config={
+        components.data_table(incident_views.by_rule(board, now=now), key="alerts_by_rule", hide_index=True, column_config={
             "title": st.column_config.TextColumn("title", help="what a client-config rule checks"),
             "open": st.column_config.NumberColumn("open", help="open incidents and client-config alerts"),
             "clusters": st.column_config.NumberColumn("clusters"),
             "subjects": st.column_config.NumberColumn("subjects", help="topics, brokers, clients or groups"),
             "open_since": st.column_config.DatetimeColumn("oldest since (UTC)", format="YYYY-MM-DD HH:mm"),
             "longest": st.column_config.TextColumn("open for (longest)")})
-        st.dataframe(open_rows.drop(columns=["resolved"]), key="alerts_table", hide_index=True,
+        components.data_table(open_rows.drop(columns=["resolved"]), key="alerts_table", hide_index=True,
                      column_config=BOARD_CONFIG)
 
     st.subheader(f"Resolved in the {window}")
     if resolved.empty:
         st.caption("No incident was resolved in this window.")
     else:
-        st.dataframe(resolved, key="alerts_resolved", hide_index=True, column_config=BOARD_CONFIG)
+        components.data_table(resolved, key="alerts_resolved", hide_index=True, column_config=BOARD_CONFIG)
     # Plotly costs about a second per page view, so the chart is drawn on request only.
     if st.toggle(f"Chart of alerts opened in the {window}", key="alerts_chart"):
         history = chosen[pd.to_datetime(chosen["raised_at"], utc=True) >= now - WINDOWS[window]]

@@ -22,7 +22,7 @@ def ingest_tiles(stats: pd.DataFrame) -> None:
         tiles[1].metric(f"records written · {label.split(' (')[0]}", f"{counts.records_written:,}")
         tiles[2].metric(f"quarantined · {label.split(' (')[0]}", f"{counts.quarantined:,}")
         tiles[3].metric(f"sensitive keys dropped · {label.split(' (')[0]}", f"{counts.sensitive_dropped:,}",
-                        help="dropped keys: " + (", ".join(counts.dropped_keys) or "none"))
+                        help="dropped keys: " + components.plain_list(counts.dropped_keys))
 
 
 def main() -> None:
@@ -41,11 +41,13 @@ def main() -> None:
     visible = data.visible_result_clusters(location, set(dist["cluster"]))
 
     cols = st.columns(4)
-    clusters = cols[0].multiselect("Cluster", sorted(set(dist["cluster"]) & visible), key="client_configs_clusters")
+    clusters = cols[0].multiselect("Cluster", sorted(set(dist["cluster"]) & visible), key="client_configs_clusters",
+                               format_func=components.option)
     types = cols[1].multiselect("Client type", sorted(dist["client_type"].dropna().unique()), key="client_configs_types")
     software = cols[2].multiselect("Client software", sorted(versions["client_software_name"].dropna().unique()),
-                                   key="client_configs_software")
-    keys = cols[3].multiselect("Key", sorted(set(dist["key"]) | set(numeric["key"])), key="client_configs_keys")
+                                   key="client_configs_software", format_func=components.option)
+    keys = cols[3].multiselect("Key", sorted(set(dist["key"]) | set(numeric["key"])), key="client_configs_keys",
+                           format_func=components.option)
 
     scope = {"clusters": clusters or sorted(visible), "client_types": types, "keys": keys}
     dist = config_views.filter_results(dist, **scope)
@@ -63,7 +65,7 @@ def main() -> None:
 
     identity = config_views.identity_keys(data.result(location, "drift_keys"))
     if not st.toggle("include identity keys (client.id, group.id, … and keys unique per instance)", value=False,
-                     key="client_configs_identity", help=", ".join(sorted(identity))):
+                     key="client_configs_identity", help=components.plain_list(sorted(identity))):
         dist = config_views.drop_keys(dist, identity)
     numeric_keys = set(numeric["key"])
     overview = config_views.agreement(dist, keys=OVERVIEW_KEYS)
@@ -76,7 +78,7 @@ def main() -> None:
     st.plotly_chart(charts.agreement_heatmap(overview), key="client_configs_overview")
     st.subheader("One key")
     options = ranked + sorted(numeric_keys - set(ranked))
-    key = st.selectbox("Key (least agreed first)", options, key="client_configs_key")
+    key = st.selectbox("Key (least agreed first)", options, key="client_configs_key", format_func=components.option)
     if key in numeric_keys:
         st.plotly_chart(charts.numeric_distribution(numeric, key=key), key="client_configs_num")
     elif key:
@@ -85,19 +87,19 @@ def main() -> None:
                         key="client_configs_cat")
     if key:
         shown = sorted(set(dist.loc[dist["key"] == key, "cluster"]))
-        st.dataframe(config_views.shares_side_by_side(dist, key, shown, with_spellings=True),
+        components.data_table(config_views.shares_side_by_side(dist, key, shown, with_spellings=True),
                      key="client_configs_shares", hide_index=True,
                      column_config={c: st.column_config.NumberColumn(c, format="percent") for c in shown})
     st.subheader("Default vs overridden")
     st.plotly_chart(charts.default_share_chart(defaults.head(60)), key="client_configs_defaults")
     st.subheader("Client software")
     st.plotly_chart(charts.client_versions_chart(versions), key="client_configs_versions")
-    st.dataframe(versions.drop(columns=["cluster_id", "computed_at", "schema_version"], errors="ignore"),
+    components.data_table(versions.drop(columns=["cluster_id", "computed_at", "schema_version"], errors="ignore"),
                  key="client_configs_versions_table", hide_index=True)
     groups = config_views.filter_results(data.result(location, "group_drift"), clusters=scope["clusters"], keys=keys)
     if not groups.empty:
         st.subheader("Consumer groups whose members disagree")
-        st.dataframe(groups[["cluster", "group_id", "key", "members", "distinct_values", "value_counts_json"]],
+        components.data_table(groups[["cluster", "group_id", "key", "members", "distinct_values", "value_counts_json"]],
                      key="client_configs_group_drift", hide_index=True)
 
 

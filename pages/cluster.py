@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
-from backend.views import broker_config_views, fleet_views, incident_views
+from backend.views import broker_config_views, fleet_views, group_views, incident_views
 from dashboard import components, data
 
 PAGE_SIZES = (50, 100, 500)
@@ -42,7 +44,7 @@ def topics_section(location: str, cluster: str) -> None:
     page_no = st.session_state.get("cluster_topic_page", 1)
     page = fleet_views.topic_page(topics, query=query, include_internal=include_internal,
                                   only_under_replicated=only_urp, page=page_no, page_size=size)
-    st.dataframe(page.rows, key="cluster_topics", hide_index=True,
+    components.data_table(page.rows, key="cluster_topics", hide_index=True,
                  column_config={"topic_id": st.column_config.TextColumn("topic id", help="KIP-516")})
     nav = st.columns([1, 2])
     nav[0].number_input("page", min_value=1, max_value=page.pages, value=page.page, key="cluster_topic_page")
@@ -65,10 +67,10 @@ def configs_section(location: str, cluster: str) -> None:
     if not split.empty:
         st.warning(f"The brokers disagree on {len(split)} config(s): a rolling change left half done, or brokers "
                    "built from different templates.", icon=":material/call_split:")
-        st.dataframe(split, key="cluster_config_split", hide_index=True)
+        components.data_table(split, key="cluster_config_split", hide_index=True)
     show_defaults = st.toggle("show configs at their default", value=False, key="cluster_config_defaults")
     table = broker_config_views.broker_config_table(frame, cluster, include_defaults=show_defaults)
-    st.dataframe(table, key="cluster_broker_configs", hide_index=True, column_config={
+    components.data_table(table, key="cluster_broker_configs", hide_index=True, column_config={
         "brokers_disagree": st.column_config.CheckboxColumn("brokers disagree"),
         "non_default": st.column_config.CheckboxColumn("not default"),
         "read_only": st.column_config.CheckboxColumn("read-only", help="not updatable dynamically"),
@@ -80,8 +82,29 @@ def configs_section(location: str, cluster: str) -> None:
     if overrides.empty:
         st.caption("No topic overrides a config: every topic uses the brokers' values.")
     else:
-        st.dataframe(overrides.head(2000), key="cluster_topic_overrides", hide_index=True)
+        components.data_table(overrides.head(2000), key="cluster_topic_overrides", hide_index=True)
         st.caption(f"{overrides['topic'].nunique():,} topics override {len(overrides):,} configs.")
+
+
+def groups_section(location: str, cluster: str) -> None:
+    """The cluster's consumer groups, worst first (the Consumer groups page filters and pages them all)."""
+    from datetime import UTC, datetime
+
+    groups = data.groups(location)
+    mine = groups[groups["cluster_name"] == cluster]
+    text = group_views.last_read_text(data.group_runs(location), cluster, datetime.now(UTC))
+    if text is None:
+        st.caption("Not read yet: the poller reads consumer groups every `group_interval_s` (60 s by default).")
+        return
+    st.caption(text + " · " + " · ".join(f"{s.replace('_', ' ')} {n:,}"
+                                         for s, n in group_views.status_counts(mine).items()))
+    rows = group_views.list_rows(group_views.worst_first(mine).head(200))
+    rows.insert(2, "open", ["./consumer_groups?" + urlencode({"cluster": cluster, "group": k}) for k in rows["key"]])
+    components.data_table(rows.drop(columns=["key", "cluster"]), key="cluster_groups", hide_index=True, column_config={
+        "open": st.column_config.LinkColumn("open", display_text="open ↗", width=52),
+        "status_since": st.column_config.DatetimeColumn("status since (UTC)", format="YYYY-MM-DD HH:mm")})
+    if len(mine) > 200:
+        st.caption(f"The 200 worst of {len(mine):,} groups; the Consumer groups page has them all.")
 
 
 def main() -> None:
@@ -115,12 +138,12 @@ def main() -> None:
     if not brokers.empty and fleet_views.has_no_data(row["status"]):
         st.caption(f"The latest poll returned no data; showing brokers and topics last seen at "
                    f"{brokers['polled_at'].iloc[0]:%Y-%m-%d %H:%M} UTC.")
-    st.dataframe(fleet_views.broker_table(brokers), key="cluster_brokers", hide_index=True, column_config={
+    components.data_table(fleet_views.broker_table(brokers), key="cluster_brokers", hide_index=True, column_config={
         "provenance": st.column_config.TextColumn("provenance", help=components.PROVENANCE_HELP)})
     if (brokers["version_provenance"] == "guessed").any():
         st.caption("Some brokers do not implement KIP-885: their version is a guess from ApiVersions, shown as a range.")
     with st.expander("ApiVersions fingerprints"):
-        st.dataframe(fleet_views.api_versions_table(brokers), key="cluster_api_versions", hide_index=True)
+        components.data_table(fleet_views.api_versions_table(brokers), key="cluster_api_versions", hide_index=True)
 
     st.subheader("Topics")
     topics_section(location, cluster)
@@ -129,10 +152,14 @@ def main() -> None:
                  "and each topic's overrides")
     configs_section(location, cluster)
 
+    st.subheader("Consumer groups", help="ListGroups, Describe*, OffsetFetch, ListOffsets (read-only), judged "
+                 "Burrow-style")
+    groups_section(location, cluster)
+
     zk = data.zk_nodes(location, cluster)
     if not zk.empty:
         st.subheader("ZooKeeper")
-        st.dataframe(zk, key="cluster_zk", hide_index=True)
+        components.data_table(zk, key="cluster_zk", hide_index=True)
 
     alerts = data.all_alerts(location)
     board = incident_views.alert_board(alerts[alerts["cluster"] == cluster])
@@ -142,7 +169,7 @@ def main() -> None:
     else:
         counts = incident_views.open_counts(board)
         st.caption(f"{sum(counts.values())} open · {len(board) - sum(counts.values())} resolved; open ones first")
-        st.dataframe(board.head(200), key="cluster_alerts", hide_index=True, column_config={
+        components.data_table(board.head(200), key="cluster_alerts", hide_index=True, column_config={
             "doc_url": st.column_config.LinkColumn("documentation", display_text="docs ↗"),
             "since": st.column_config.DatetimeColumn("since (UTC)", format="YYYY-MM-DD HH:mm"),
             "last_seen": st.column_config.DatetimeColumn("last seen", format="YYYY-MM-DD HH:mm"),
@@ -155,7 +182,7 @@ def main() -> None:
     if changes.empty:
         st.caption("No topic, version or controller changes in the recent polls.")
     else:
-        st.dataframe(changes, key="cluster_changes", hide_index=True)
+        components.data_table(changes, key="cluster_changes", hide_index=True)
 
 
 main()

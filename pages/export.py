@@ -1,4 +1,4 @@
-"""Export page: any chart as PNG/SVG/HTML, its data as CSV/Parquet, and the one-file drift report."""
+"""Export page: any chart as PNG/SVG/HTML, its data as CSV/Parquet, upgrade readiness as CSV, the one-file drift report."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from backend.export import report
-from backend.views import config_views, fleet_views
+from backend.export.csv_safe import safe_csv
+from backend.views import config_views, fleet_views, group_views, readiness
 from dashboard import charts, components, data
 
 
@@ -28,7 +29,13 @@ def chart_catalog(location: str, has_results: bool) -> dict[str, Callable[[], tu
         frame = config_views.alerts_over_time(data.all_alerts(location))
         return charts.alerts_over_time_chart(frame), frame
 
-    catalog = {"Broker versions by cluster": versions, "Upgrade timeline": upgrades, "Alerts over time": alerts}
+    def groups() -> tuple[go.Figure, pd.DataFrame]:
+        names = sorted(data.chosen_clusters(location)["cluster_name"])
+        frame = group_views.compare_statuses(data.groups(location), names)
+        return charts.groups_by_status_chart(frame), frame
+
+    catalog = {"Broker versions by cluster": versions, "Upgrade timeline": upgrades, "Alerts over time": alerts,
+               "Consumer groups by status": groups}
     if has_results:
         def drift() -> tuple[go.Figure, pd.DataFrame]:
             frame = config_views.drift_matrix(data.result(location, "drift_clusters"))
@@ -68,12 +75,31 @@ def _key_chart(factory: Callable[..., go.Figure], frame: pd.DataFrame, key: str)
     return factory(frame, key=key), frame[frame["key"] == key].drop(columns=["cluster_id"], errors="ignore")
 
 
+def readiness_section(location: str) -> None:
+    """Upgrade readiness of every cluster this session may view, as CSV (the checklist, and the keys behind it)."""
+    st.subheader("Upgrade readiness (CSV)")
+    target = st.selectbox("Target release", readiness.known_targets(), index=0, key="export_readiness_target")
+    ready = data.upgrade_readiness(location, target)  # the page's own cached reading, filtered by the grants
+    checklist = safe_csv(report.readiness_checklist(ready))
+    keys = safe_csv(ready.keys.assign(target=ready.target))
+    st.caption(f"{len(ready.verdicts)} clusters: " + ", ".join(
+        f"{n} {v}" for v, n in ready.verdicts["verdict"].value_counts().sort_index().items()))
+    left, right = st.columns(2)
+    left.download_button("Download readiness checklist (CSV)", checklist, file_name=f"upgrade-readiness-{target}.csv",
+                         mime="text/csv", key="export_readiness_download", on_click="ignore")
+    right.download_button("Download client-config keys (CSV)", keys,
+                          file_name=f"upgrade-readiness-keys-{target}.csv", mime="text/csv",
+                          key="export_readiness_keys_download", on_click="ignore")
+
+
 def report_section(location: str) -> None:
     """Build the one-file HTML config-drift report for chosen clusters and keys."""
     st.subheader("Config-drift report (one HTML file)")
     dist = data.result(location, "distributions")
-    clusters = st.multiselect("Clusters", sorted(dist["cluster"].unique()), key="export_report_clusters")
-    keys = st.multiselect("Keys (empty: the most drifting)", sorted(dist["key"].unique()), key="export_report_keys")
+    clusters = st.multiselect("Clusters", sorted(dist["cluster"].unique()), key="export_report_clusters",
+                              format_func=components.option)
+    keys = st.multiselect("Keys (empty: the most drifting)", sorted(dist["key"].unique()), key="export_report_keys",
+                          format_func=components.option)
     identity = st.toggle("rank identity keys too (client.id, group.id, …)", value=False,
                          key="export_report_identity")
     if not clusters:
@@ -89,6 +115,26 @@ def report_section(location: str) -> None:
                        mime="text/html", key="export_report_download", on_click="ignore")
 
 
+def groups_section(location: str) -> None:
+    """Consumer groups and their lag per partition, as CSV, for chosen clusters."""
+    st.subheader("Consumer groups and lag (CSV)")
+    names = sorted(set(data.groups(location)["cluster_name"]))
+    if not names:
+        st.caption("No consumer groups read yet.")
+        return
+    clusters = st.multiselect("Clusters", names, key="export_groups_clusters")
+    if not clusters:
+        st.caption("Choose clusters to export their groups.")
+        return
+    try:
+        text = report.build_groups_csv(location, clusters, scope=data.scope(location))
+    except report.ReportError as exc:
+        st.error(components.plain(exc))
+        return
+    st.download_button("Download groups (CSV)", text, file_name="consumer-groups.csv", mime="text/csv",
+                       key="export_groups_download", on_click="ignore")
+
+
 def main() -> None:
     """Render the export page."""
     st.title("Export")
@@ -98,10 +144,12 @@ def main() -> None:
         components.no_lake(location)
         return
     catalog = chart_catalog(location, has_results)
-    name = st.selectbox("Chart", list(catalog), key="export_chart")
+    name = st.selectbox("Chart", list(catalog), key="export_chart", format_func=components.option)
     fig, frame = catalog[name]()
     st.plotly_chart(fig, key="export_preview")
     components.export_buttons(fig, frame, name=components.file_stem(name), key="export_chart_buttons")
+    groups_section(location)
+    readiness_section(location)
     if has_results:
         report_section(location)
     else:

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from backend.views import fleet_views, incident_views
+from backend.views import fleet_views, group_views, incident_views
 from dashboard import charts, components, data
 
 TILE_REFRESH_S = 15
@@ -39,12 +39,15 @@ def fleet_columns(details: bool) -> dict[str, Any]:
         "page": st.column_config.LinkColumn("open", display_text="open ↗", width=52),
         "status": st.column_config.TextColumn("status", width=90),
         "brokers": st.column_config.TextColumn("brokers", width=62, help="reachable / registered"),
-        "versions": st.column_config.TextColumn("broker versions", width=180,
+        "versions": st.column_config.TextColumn("broker versions", width=150,
                                                 help="brokers per version; each broker on the cluster page"),
         "topics": st.column_config.NumberColumn("topics", width=56),
         "under_replicated": st.column_config.NumberColumn("URP", width=48, help="under-replicated partitions"),
-        "last_poll": st.column_config.TextColumn("last poll", width=66, help="age of the cluster's latest poll"),
-        "problem": st.column_config.TextColumn("error", width=120,
+        "group_summary": st.column_config.TextColumn("groups", width=60, help="consumer groups lagging, stalled, "
+                                                      "stopped or empty with lag / all groups (the Consumer groups page "
+                                                      "lists them)"),
+        "groups": None, "lagging_groups": None,
+        "problem": st.column_config.TextColumn("error", width=88,
                                                help="first line of the poll's error; the cluster page shows it whole"),
         "software": None, "error": None,
     }
@@ -73,13 +76,14 @@ def main() -> None:
     brokers = data.latest_brokers(location)
     brokers = brokers[brokers["cluster_name"].isin(chosen["cluster_name"])]
     table = fleet_views.fleet_table(chosen, brokers)
+    table = group_views.with_group_counts(table, data.groups(location))
     table["status"] = table["status"].map(components.status_cell)
     table.insert(1, "page", table["cluster"].map(components.cluster_link))
     head, switch = st.columns([3, 1])
     head.caption("Select a row (or use the link column) to open a cluster; the cluster page has every detail.")
     details = switch.toggle("ids, tags, provenance", key="fleet_details",
                             help="Add the cluster id, tags, controller and version provenance columns.")
-    event = st.dataframe(
+    event = components.data_table(
         table, key="fleet_table", hide_index=True, on_select="rerun", selection_mode="single-row",
         column_config=fleet_columns(details),
     )
@@ -96,7 +100,7 @@ def main() -> None:
                          icon=":material/open_in_new:")
     with left:
         st.subheader("Broker versions")
-        st.dataframe(fleet_views.version_table(fleet_views.version_matrix(brokers)), key="fleet_versions",
+        components.data_table(fleet_views.version_table(fleet_views.version_matrix(brokers)), key="fleet_versions",
                      hide_index=True, column_config={
                          "clusters": st.column_config.TextColumn("clusters running it (brokers)", width="large")})
     upgrades(location, chosen)
@@ -114,7 +118,7 @@ def upgrades(location: str, chosen: pd.DataFrame) -> None:
         st.caption("No broker changed version in the retained history.")
     else:
         st.caption(f"{len(timeline):,} broker version changes in the retained history, newest first.")
-        st.dataframe(fleet_views.recent_upgrades(timeline), key="fleet_upgrades", hide_index=True, column_config={
+        components.data_table(fleet_views.recent_upgrades(timeline), key="fleet_upgrades", hide_index=True, column_config={
             "changed_at": st.column_config.DatetimeColumn("seen at (UTC)", format="YYYY-MM-DD HH:mm"),
             "from_version": st.column_config.TextColumn("from"), "to_version": st.column_config.TextColumn("to")})
 

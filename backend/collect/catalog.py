@@ -6,7 +6,9 @@ Run: ``python -m backend.collect.catalog > docs/fleet-rules.md``
 from __future__ import annotations
 
 from backend.collect import checks
+from backend.collect.client_checks import RULES as CLIENT_RULES
 from backend.collect.config_checks import RULES as CONFIG_RULES
+from backend.collect.group_checks import RULES as GROUP_RULES
 from backend.store.incidents import ONE_OFF_RULES
 
 
@@ -16,11 +18,12 @@ def _first_line(name: str) -> str:
 
 
 def render_fleet_rules_markdown() -> str:
-    """The fleet rules (cluster, broker and topic checks, and the broker/topic config rules) as Markdown."""
+    """The fleet rules (cluster, broker and topic checks, broker/topic config rules, consumer-group rules) as Markdown."""
     lines = [
         "# Fleet rules",
         "",
-        ("Generated from `backend/collect/checks.py` and `backend/collect/config_checks.py` by "
+        ("Generated from `backend/collect/checks.py`, `backend/collect/config_checks.py`, "
+         "`backend/collect/group_checks.py` and `backend/collect/client_checks.py` by "
          "`python -m backend.collect.catalog > docs/fleet-rules.md`; do not edit by hand."),
         "",
         ("Every poll runs these rules over each cluster that answered; a condition that lasts is one incident "
@@ -60,6 +63,47 @@ def render_fleet_rules_markdown() -> str:
             rule.rationale,
             "",
         ]
+    lines += [
+        "## Consumer-group rules",
+        "",
+        ("They run on clusters whose consumer groups have been read (ListGroups, DescribeGroups / "
+         "ConsumerGroupDescribe / ShareGroupDescribe, OffsetFetch, ListOffsets, every `group_interval_s`). A group's "
+         "status is judged Burrow-style from a sliding window of its last `group_window` reads "
+         "(`backend/collect/group_status.py`); each status but ok is one incident per group, and a group moving from "
+         "lagging to stalled resolves the one and opens the other. The KIP-848 candidates are one incident per "
+         "cluster."),
+        "",
+        "| rule | severity | title | fires when | reference |",
+        "|---|---|---|---|---|",
+    ]
+    for group_rule in GROUP_RULES:
+        lines.append(f"| {group_rule.id} | {group_rule.severity} | {group_rule.title} | {group_rule.when} | "
+                     f"<{group_rule.doc_url}> |")
+    lines.append("")
+    for group_rule in GROUP_RULES:
+        lines += [
+            f"### {group_rule.id}: {group_rule.title}",
+            "",
+            f"- severity: {group_rule.severity}",
+            f"- fires when: {group_rule.when}",
+            f"- reference: <{group_rule.doc_url}>",
+            "",
+            group_rule.rationale,
+            "",
+        ]
+    lines += [
+        "## Client inventory rules",
+        "",
+        ("They run on clusters whose brokers' JMX metrics are read ([clusters.broker_metrics], every "
+         "`client_metrics_interval_s`): see [client-inventory.md](client-inventory.md)."),
+        "",
+        "| rule | kind | severity | title | fires when |",
+        "|---|---|---|---|---|",
+    ]
+    for client_rule in CLIENT_RULES:
+        lines.append(f"| {client_rule.id} | {client_rule.kind} | {client_rule.severity} | {client_rule.title} | "
+                     f"{client_rule.when} |")
+    lines.append("")
     return "\n".join(lines)
 
 

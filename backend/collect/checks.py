@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
+from backend.collect.client_checks import inventory_alerts
 from backend.collect.config_checks import config_alerts
+from backend.collect.group_checks import group_alerts
 from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot
 
 KIP78_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-78%3A+Cluster+Id"
@@ -376,5 +378,7 @@ def run_checks(previous: Mapping[str, ClusterSnapshot] | None, current: Iterable
         for paired in _PAIRED:
             alerts.extend(paired(before, snapshot))
         alerts.extend(config_alerts(snapshot))  # backend.collect.config_checks.RULES
+        alerts.extend(group_alerts(snapshot))  # backend.collect.group_checks.RULES
+        alerts.extend(inventory_alerts(before, snapshot))  # backend.collect.client_checks.RULES
     alerts.extend(duplicate_cluster_id(current))
     return alerts

@@ -14,6 +14,7 @@ from backend.collect.metrics import FleetMetrics, start_metrics_server
 from backend.collect.poller import run_poller
 from backend.config import DEFAULT_FLEET_FILE, ENV_FLEET, FleetConfigError, load_fleet
 from backend.configs.sensitive import install_log_filter
+from backend.plain_text import visible
 from backend.signals import stop_on_signals
 from backend.store.lake import LakeError
 from backend.store.location import LAKE_HELP, resolve_lake
@@ -57,7 +58,7 @@ def format_cluster_line(snapshot: ClusterSnapshot) -> str:
         line += f" cluster_id={snapshot.cluster_id}"
     if snapshot.error:
         line += f" error={snapshot.error}"
-    return line
+    return visible(line)  # ids and errors come from brokers: no control character reaches the terminal
 
 
 def _printer(out: TextIO) -> Callable[[FleetPoll], None]:
@@ -103,7 +104,8 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
         if not 0 <= args.metrics_port <= 65535:
             print(f"error: --metrics-port must be 0-65535, got {args.metrics_port}", file=sys.stderr)
             return 2
-        metrics = FleetMetrics(lake)
+        metrics = FleetMetrics(lake, group_max_groups=fleet.settings.group_metrics_max_groups,
+                               group_max_topics=fleet.settings.group_metrics_max_topics)
         try:
             server = start_metrics_server(metrics, args.metrics_port, args.metrics_host)
         except OSError as exc:

@@ -6,6 +6,10 @@ within the poll's deadline. What a broker or a batch did not answer keeps its la
 (and is named in the snapshot's errors). Values the broker marks sensitive, of type PASSWORD,
 covered by the sensitive-key rules of backend.configs.sensitive, or shaped like a credential are
 never kept: the entry keeps its name and source, the value is None and `withheld` says why.
+
+Only what was asked is kept: resources the brokers add to an answer are dropped (`backend.kafka.answers`), and
+topics whose names the Metadata validator refuses are never asked about. Every error text (the brokers' own
+messages included) passes `safe_error_text` (the secret rules of values, cut to 4 KiB) before it is kept.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from backend.collect.probing import cluster_resolver
+from backend.collect.validate import valid_topic_name
 from backend.config import ClusterConfig, Settings
-from backend.configs.sensitive import credential_shape, is_sensitive_key, kip1324_rule
+from backend.configs.sensitive import credential_shape, is_sensitive_key, kip1324_rule, safe_error_text
 from backend.kafka import configs as kc
 from backend.kafka import protocol as P
 from backend.kafka.admin import NodeInfo
@@ -111,6 +116,7 @@ class ConfigCollector:
         cluster still knows but does not list now, e.g. stopped with replicas assigned); the others are dropped.
         """
         started = time.monotonic()
+        topics = [t for t in topics if valid_topic_name(t)]  # a name the Metadata validator refused is not asked
         with self._lock:
             previous = self._last.get(cluster.name)
             memo = self._memos.setdefault(cluster.name, kc.ConfigsMemo())
@@ -135,15 +141,20 @@ class ConfigCollector:
             answers = list(pool.map(ask, live)) if live else []
             topics_out, topic_errors, topic_version, failed_topics = topic_call.result()
         for node, answer in zip(live, answers, strict=True):
+            # The answer holds only the broker's own resource (what was asked): anything else was dropped.
             resource = answer.resources[0] if answer.ok and answer.resources else None
+            notes = [n for n in (answer.answer_problem(),) if n]
             if resource is not None and resource.error is None:
                 entries, refused = _entries(resource.entries, overrides_only=False)
                 brokers_out[node.broker_id] = entries
                 version = version or answer.version
                 if refused:
-                    errors[f"broker {node.broker_id}"] = f"{refused} config names refused (not a config name)"
+                    notes.append(f"{refused} config names refused (not a config name)")
+                if notes:
+                    errors[f"broker {node.broker_id}"] = safe_error_text("; ".join(notes))
                 continue
-            errors[f"broker {node.broker_id}"] = answer.error or (resource.error if resource else "no answer") or "?"
+            why = answer.error or (resource.error if resource else "no answer") or "?"
+            errors[f"broker {node.broker_id}"] = safe_error_text("; ".join([why, *notes]))
             if previous is not None and node.broker_id in previous.brokers:
                 brokers_out[node.broker_id] = previous.brokers[node.broker_id]
         listed = {n.broker_id for n in live}
@@ -214,5 +225,7 @@ class ConfigCollector:
                 errors["topics"] = f"{len(failed)} topics could not be described (e.g. {failed[0]})"
             if refused:
                 errors["topic configs"] = f"{refused} config names refused (not a config name)"
-            return out, errors, answer.version, failed
-        return None, {"topics": "; ".join(failures) or "no broker to ask"}, None, []
+            if problem := answer.answer_problem():
+                errors["topic answer"] = problem
+            return out, {k: safe_error_text(v) for k, v in errors.items()}, answer.version, failed
+        return None, {"topics": safe_error_text("; ".join(failures) or "no broker to ask")}, None, []

@@ -2,8 +2,9 @@
 
 The values come from the poller's own FleetPoll after each cycle (and two small lake files read once per
 cycle: the open incidents and the latest client-config alerts), never from a lake scan at scrape time.
-Label values that brokers control (software names, versions) are cut to MAX_LABEL_CHARS; the client
-library escapes them in the exposition format.
+Every label value goes through `label_value` (hidden characters made visible, cut to MAX_LABEL_CHARS); the
+client library then escapes quotes, backslashes and line breaks in the exposition format. New collectors
+label their series through `label_value` too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from backend.collect.group_metrics import group_families
+from backend.plain_text import visible
 from backend.store import readers
 from backend.store.model import NO_DATA_STATUSES, STATUSES, FleetPoll
 from backend.store.tables import read_table
@@ -29,8 +32,10 @@ CONFIG_ALERTS_EVERY_S = 60.0
 log = logging.getLogger(__name__)
 
 
-def _label(value: object) -> str:
-    text = "" if value is None else str(value)
+def label_value(value: object) -> str:
+    """A Prometheus label value from any (untrusted) value: controls, bidi and other hidden characters shown
+    visibly (`backend.plain_text.visible`: CR as ␍, ESC as ␛, U+202E as <U+202E>), cut to MAX_LABEL_CHARS."""
+    text = visible(value)
     return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "…"
 
 
@@ -47,9 +52,10 @@ class _Snapshot:
 class FleetMetrics(Collector):
     """A Prometheus collector fed by the poller's on_poll callback; scrapes only format what it holds."""
 
-    def __init__(self, lake: str) -> None:
-        """Collect for the fleet whose polls are written to `lake`."""
+    def __init__(self, lake: str, *, group_max_groups: int = 500, group_max_topics: int = 2_000) -> None:
+        """Collect for the fleet whose polls are written to `lake` (group series limited per cluster)."""
         self.lake = lake
+        self.group_limits = (group_max_groups, group_max_topics)
         self._lock = threading.Lock()
         self._state = _Snapshot()
 
@@ -105,24 +111,26 @@ class FleetMetrics(Collector):
             state = self._state
             poll = state.poll
             families = _cluster_families(poll) if poll is not None else []
+            if poll is not None:
+                families += group_families(poll, max_groups=self.group_limits[0], max_topics=self.group_limits[1])
             last = GaugeMetricFamily(f"{PREFIX}_last_successful_poll_timestamp_seconds",
                                      "Unix time of the last poll that reached the cluster.", labels=["cluster"])
             for name, at in sorted(state.last_success.items()):
-                last.add_metric([_label(name)], at)
+                last.add_metric([label_value(name)], at)
             recreated = CounterMetricFamily(f"{PREFIX}_topic_recreations",
                                             "Topics deleted and recreated under the same name (new topic id) "
                                             "seen since the poller started.", labels=["cluster"])
             for name in sorted({*state.recreations, *(s.cluster_name for s in poll.clusters)} if poll else []):
-                recreated.add_metric([_label(name)], state.recreations.get(name, 0))
+                recreated.add_metric([label_value(name)], state.recreations.get(name, 0))
             incidents = GaugeMetricFamily(f"{PREFIX}_open_incidents", "Open fleet incidents by rule and severity.",
                                           labels=["cluster", "rule", "severity"])
             for (name, rule, severity), count in sorted(state.open_incidents.items()):
-                incidents.add_metric([_label(name), _label(rule), _label(severity)], count)
+                incidents.add_metric([label_value(name), label_value(rule), label_value(severity)], count)
             config = GaugeMetricFamily(f"{PREFIX}_client_config_alerts",
                                        "Client-config misconfiguration alerts of the latest pipeline run.",
                                        labels=["cluster", "rule", "severity"])
             for (name, rule, severity), count in sorted(state.config_alerts.items()):
-                config.add_metric([_label(name), _label(rule), _label(severity)], count)
+                config.add_metric([label_value(name), label_value(rule), label_value(severity)], count)
         yield from families
         yield from (last, recreated, incidents, config)
 
@@ -144,7 +152,7 @@ def _cluster_families(poll: FleetPoll) -> list[Metric]:
     offline = gauge("offline_partitions", "Partitions without a leader.")
     duration = gauge("poll_duration_seconds", "How long the latest poll of the cluster took.")
     for s in sorted(poll.clusters, key=lambda c: c.cluster_name):
-        name = _label(s.cluster_name)
+        name = label_value(s.cluster_name)
         up.add_metric([name], 0.0 if s.status in NO_DATA_STATUSES else 1.0)
         for known in STATUSES:
             status.add_metric([name, known], 1.0 if s.status == known else 0.0)
@@ -159,9 +167,42 @@ def _cluster_families(poll: FleetPoll) -> list[Metric]:
         offline.add_metric([name], s.offline_partitions)
         for b in s.brokers:
             version = b.software_version or _range(b.version_min, b.version_max)
-            info.add_metric([name, str(b.broker_id), _label(b.software_name or "unknown"), _label(version),
-                             _label(b.version_provenance)], 1.0)
-    return [up, status, brokers, reachable, info, topics, partitions, urp, offline, duration]
+            info.add_metric([name, label_value(b.broker_id), label_value(b.software_name or "unknown"), label_value(version),
+                             label_value(b.version_provenance)], 1.0)
+    families = [up, status, brokers, reachable, info, topics, partitions, urp, offline, duration]
+    return families + _inventory_families(poll)
+
+
+MAX_SOFTWARE_SERIES = 50  # per cluster: the most connected software versions; the rest are summed as "other"
+
+
+def _inventory_families(poll: FleetPoll) -> list[Metric]:
+    """Client software connections (KIP-511) and deprecated requests in use (KIP-896), bounded per cluster."""
+    connections = GaugeMetricFamily(f"{PREFIX}_client_connections", "Connections by client software and version, as "
+                                    "the brokers count them (KIP-511), from the last client-inventory read.",
+                                    labels=["cluster", "software", "version"])
+    deprecated = GaugeMetricFamily(f"{PREFIX}_client_deprecated_requests_in_use", "1 for each request version Kafka "
+                                   "4.0 removed that clients used within the window (KIP-896).",
+                                   labels=["cluster", "request", "version", "software", "software_version"])
+    status = GaugeMetricFamily(f"{PREFIX}_client_inventory_status", "1 for the status of the last client-inventory "
+                               "read (ok, partial, no_kip511, error).", labels=["cluster", "status"])
+    for s in sorted(poll.clusters, key=lambda c: c.cluster_name):
+        inventory = s.inventory
+        if inventory is None:
+            continue
+        name = label_value(s.cluster_name)
+        for known in ("ok", "partial", "no_kip511", "error"):
+            status.add_metric([name, known], 1.0 if inventory.status == known else 0.0)
+        ranked = sorted(inventory.software().items(), key=lambda kv: (-kv[1], kv[0]))
+        for (software, version), count in ranked[:MAX_SOFTWARE_SERIES]:
+            connections.add_metric([name, label_value(software), label_value(version)], float(count))
+        if len(ranked) > MAX_SOFTWARE_SERIES:
+            connections.add_metric([name, "other", "other"], float(sum(n for _, n in ranked[MAX_SOFTWARE_SERIES:])))
+        uses = sorted({(u.request, u.version, u.software_name, u.software_version) for u in inventory.in_use()})
+        for request, api_version, software, software_version in uses[:MAX_SOFTWARE_SERIES]:
+            deprecated.add_metric([name, label_value(request), str(api_version), label_value(software), label_value(software_version)],
+                                  1.0)
+    return [connections, deprecated, status]
 
 
 def _range(low: str | None, high: str | None) -> str:

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
+from backend.collect.client_metrics import ClientMetricsCollector
 from backend.collect.configs import ConfigCollector
+from backend.collect.groups import ClientGroupConfigs, GroupCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
 from backend.collect.topics import TopicFetchError, TopicTable, TopicTables
 from backend.collect.validate import sanitize_snapshot, summarize
@@ -25,6 +27,7 @@ from backend.kafka.admin import (
     NodeInfo,
     TopicListing,
 )
+from backend.kafka.admin_helpers import AdminHelpers
 from backend.kafka.zk import ZkView, read_zookeeper
 from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, LakeError, new_poll_id
@@ -39,7 +42,10 @@ from backend.store.snapshots import load_previous_state
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CLIENTS = AdminClientCache()
+# librdkafka in helper processes (one shared; isolated ones only while a helper died): a broker that makes
+# librdkafka abort() takes down a helper, never the poller. AdminClientCache() runs it in process (benchmarks).
+DEFAULT_CLIENTS = AdminHelpers()
+AdminClients = AdminClientCache | AdminHelpers
 DEFAULT_TOPIC_TABLES = TopicTables()
 # Cluster names whose poll thread is still running (a hung cluster is not polled twice at once).
 _IN_FLIGHT: set[str] = set()
@@ -50,7 +56,8 @@ def scrub(text: str | None, cluster: ClusterConfig) -> str | None:
     """Remove the cluster's secrets from a text (errors from libraries may echo configuration)."""
     if not text:
         return text
-    for secret in (cluster.password(), cluster.ssl_key_password()):
+    metrics_password = cluster.broker_metrics.password() if cluster.broker_metrics is not None else None
+    for secret in (cluster.password(), cluster.ssl_key_password(), metrics_password):
         if secret:
             text = text.replace(secret, "***")
     return text
@@ -81,16 +88,19 @@ def poll_cluster(
     settings: Settings,
     *,
     previous: ClusterSnapshot | None = None,
-    clients: AdminClientCache | None = None,
+    clients: AdminClients | None = None,
     prober: Prober | None = None,
     topic_tables: TopicTables | None = None,
     configs: ConfigCollector | None = None,
+    groups: GroupCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
 ) -> ClusterSnapshot:
     """Poll one cluster: DescribeCluster, topics with ids, per-broker probe and ZooKeeper.
 
     Topics come from one Metadata request to a broker; when no broker answers it, from
     librdkafka's Metadata + DescribeTopics in batches. When due (settings.config_interval_s),
-    every broker's configs and the topics' overrides (DescribeConfigs) are read alongside the probe.
+    every broker's configs and the topics' overrides (DescribeConfigs) are read alongside the probe, and when
+    due (settings.group_interval_s) the consumer groups (backend.collect.groups).
     """
     started = time.monotonic()
     deadline = started + settings.poll_deadline_s
@@ -102,6 +112,8 @@ def poll_cluster(
         )
     topic_tables = topic_tables or DEFAULT_TOPIC_TABLES
     configs = configs or ConfigCollector()  # no collector: this poll reads the configs when due, remembering nothing
+    groups = groups or GroupCollector()  # likewise for the consumer groups
+    client_metrics = client_metrics or ClientMetricsCollector()  # likewise: read when due, nothing remembered
 
     def timeout() -> float:
         return max(0.1, min(settings.request_timeout_s, deadline - time.monotonic()))
@@ -121,35 +133,65 @@ def poll_cluster(
 
     admin = clients.get(cluster, settings.request_timeout_s)
     errors: list[str] = []
-    table = _direct_table(cluster, previous, topic_tables, deadline, settings)
+    table, table_error = _direct_table(cluster, previous, topic_tables, deadline, settings)
+    # librdkafka runs in a helper process (backend.kafka.admin_helpers) that a malformed answer may kill; when it
+    # killed this cluster's own helper, librdkafka is paused for it and the poll goes on with the built-in codec.
+    paused = admin.paused()
+
+    def retried(fn: Callable[[], Any]) -> Any:
+        """A call its helper's death failed runs once more, on the helper the cluster is placed on now."""
+        try:
+            return fn()
+        except AdminCallError as exc:
+            if exc.kind != "crashed" or deadline - time.monotonic() < 1.0:
+                raise
+            log.warning("cluster %s: %s; trying once more", cluster.name, exc)
+            return fn()
+
+    def view_description(view: MetadataView) -> ClusterDescription:
+        return ClusterDescription(cluster_id=view.cluster_id, controller_id=view.controller_id, brokers=view.brokers,
+                                  authorized_operations=None)
+
     try:
-        if table is None or _routing_changed(table.view, previous):
+        if paused is not None:
+            if table is None:
+                raise AdminCallError(f"no broker answered Metadata ({table_error}); {paused}", "paused")
+            errors.append(paused)
+            metadata = table.view
+        elif table is None or _routing_changed(table.view, previous):
             # librdkafka routes DescribeCluster to the controller it last saw (a stopped broker
             # stays "controller" in its cache): a full Metadata through it refreshes that view.
-            metadata = admin.metadata(timeout())
+            try:
+                metadata = retried(lambda: admin.metadata(timeout()))
+            except AdminCallError as exc:
+                if exc.kind == "auth" or table is None:
+                    raise
+                errors.append(str(exc))  # the direct answer stands in (the brokers answered the built-in codec)
+                metadata = table.view
         else:
             metadata = table.view
-        try:
-            description = admin.describe_cluster(timeout())
-        except AdminCallError as exc:
-            if exc.kind == "auth":
-                raise
-            errors.append(str(exc))
-            description = ClusterDescription(
-                cluster_id=metadata.cluster_id,
-                controller_id=metadata.controller_id,
-                brokers=metadata.brokers,
-                authorized_operations=None,
-            )
+        if paused is not None:
+            description = view_description(metadata)
+        else:
+            try:
+                description = retried(lambda: admin.describe_cluster(timeout()))
+            except AdminCallError as exc:
+                if exc.kind == "auth":
+                    raise
+                errors.append(str(exc))
+                description = view_description(metadata)
     except AdminCallError as exc:
         status = "auth_failed" if exc.kind == "auth" else "down"
+        error = str(exc)
+        if paused is None and (now_paused := admin.paused()) is not None:
+            error = f"{error}; {now_paused}"  # its own helper died during this poll
         zk_view = _zk_result(zk_call, deadline)
         return finish(
             _row(
                 cluster,
                 polled_at,
                 status,
-                error=str(exc),
+                error=error,
                 zk_cluster_id=zk_view.cluster_id if zk_view else None,
                 zk_nodes=zk_view.nodes if zk_view else [],
             )
@@ -161,7 +203,7 @@ def poll_cluster(
         listing = table.listing
     else:
         try:
-            listing = admin.describe_topics(metadata.topic_names, timeout(), deadline=deadline)
+            listing = retried(lambda: admin.describe_topics(metadata.topic_names, timeout(), deadline=deadline))
         except AdminCallError as exc:
             errors.append(f"topics: {exc}")
             listing = TopicListing(topics=[], failed={})
@@ -175,6 +217,11 @@ def poll_cluster(
         config_call = _Call(lambda: configs.collect(cluster, settings, description.brokers, names, deadline - 0.5,
                                                     keep_brokers=known), f"configs-{cluster.name}")
         config_call.start()
+    group_call: _Call | None = None
+    if groups.due(cluster.name, settings) and description.brokers:
+        group_call = _Call(lambda: groups.collect(cluster, settings, description.brokers, deadline - 0.5,
+                                                  cluster_id=description.cluster_id), f"groups-{cluster.name}")
+        group_call.start()
 
     probes: dict[int, ProbeOutcome] = {}
     if probe_call.wait(deadline) and probe_call.error is None and isinstance(probe_call.result, dict):
@@ -183,6 +230,15 @@ def poll_cluster(
         errors.append(f"probe: {type(probe_call.error).__name__}: {probe_call.error}")
     else:
         errors.append("probe did not finish before the poll deadline")
+    metrics_call: _Call | None = None
+    if client_metrics.due(cluster, settings):
+        # The brokers' JMX metrics (client inventory, KIP-511/KIP-896), read once the probe's and the config
+        # reader's own short connections are closed, so the product does not count itself.
+        if config_call is not None:
+            config_call.wait(deadline - 1.0)
+        metrics_call = _Call(lambda: client_metrics.collect(cluster, settings, description.brokers, deadline - 0.5),
+                             f"client-metrics-{cluster.name}")
+        metrics_call.start()
     zk_view = _zk_result(zk_call, deadline)
     if zk_call is not None and zk_view is None:
         errors.append("ZooKeeper read did not finish before the poll deadline")
@@ -190,10 +246,22 @@ def poll_cluster(
         errors.append(zk_view.error)
 
     snapshot = _assemble(cluster, polled_at, description, listing, probes, zk_view, previous)
+    if paused is None and (now_paused := admin.paused()) is not None:
+        errors.append(now_paused)  # its own helper died during this poll
+    elif paused is not None and table is not None and _all_sane(description, probes):
+        admin.resume()  # every broker answers the built-in codec sanely again: librdkafka on probation
     if config_call is not None and config_call.wait(deadline) and config_call.error is not None:
         log.warning("cluster %s: reading configs failed: %s", cluster.name,
                     scrub(f"{type(config_call.error).__name__}: {config_call.error}", cluster))
     snapshot.configs = configs.last(cluster.name)  # a read still running past the deadline lands in the next poll
+    if group_call is not None and group_call.wait(deadline) and group_call.error is not None:
+        log.warning("cluster %s: reading consumer groups failed: %s", cluster.name,
+                    scrub(f"{type(group_call.error).__name__}: {group_call.error}", cluster))
+    snapshot.groups = groups.last(cluster.name)  # likewise
+    if metrics_call is not None and metrics_call.wait(deadline) and metrics_call.error is not None:
+        log.warning("cluster %s: reading broker metrics failed: %s", cluster.name,
+                    scrub(f"{type(metrics_call.error).__name__}: {metrics_call.error}", cluster))
+    snapshot.inventory = client_metrics.last(cluster.name)
     snapshot.status = _status(snapshot, zk_view, zk_call is not None, errors)
     if snapshot.status == "misrouted":
         errors.insert(
@@ -205,14 +273,20 @@ def poll_cluster(
     return finish(snapshot)
 
 
+def _all_sane(description: ClusterDescription, probes: dict[int, ProbeOutcome]) -> bool:
+    """Whether every listed broker answered the probe without an error."""
+    outcomes = [probes.get(node.broker_id) for node in description.brokers]
+    return bool(outcomes) and all(o is not None and o.reachable and not o.error for o in outcomes)
+
+
 def _direct_table(
     cluster: ClusterConfig,
     previous: ClusterSnapshot | None,
     topic_tables: TopicTables,
     deadline: float,
     settings: Settings,
-) -> TopicTable | None:
-    """Every topic with its id from one Metadata request to a known broker; None if none answers.
+) -> tuple[TopicTable | None, str]:
+    """Every topic with its id from one Metadata request to a known broker; (None, why) if none answers.
 
     One decoded request replaces librdkafka's list + DescribeTopics (about 0.08 ms of CPU per
     topic), and an answer identical to the last one is not decoded again.
@@ -227,11 +301,11 @@ def _direct_table(
     budget = time.monotonic() + (deadline - time.monotonic()) / 2
     try:
         return topic_tables.fetch(cluster, known + bootstrap, budget, settings.request_timeout_s,
-                                  max_response_bytes=settings.max_metadata_response_bytes)
+                                  max_response_bytes=settings.max_metadata_response_bytes), ""
     except TopicFetchError as exc:
         log.info("cluster %s: no direct Metadata answer, using DescribeTopics (%s)",
                  cluster.name, scrub(str(exc), cluster))
-        return None
+        return None, str(exc)
 
 
 def _routing_changed(view: MetadataView, previous: ClusterSnapshot | None) -> bool:
@@ -385,9 +459,11 @@ def poll_fleet(
     fleet: Fleet,
     previous_state: dict[str, ClusterSnapshot] | None = None,
     *,
-    clients: AdminClientCache | None = None,
+    clients: AdminClients | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    groups: GroupCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
 ) -> FleetPoll:
     """Poll every cluster concurrently; a cluster that misses poll_deadline_s becomes a `down` row."""
     started = time.monotonic()
@@ -396,6 +472,7 @@ def poll_fleet(
     settings = fleet.settings
     previous_state = previous_state or {}
     configs = configs or ConfigCollector()
+    client_metrics = client_metrics or ClientMetricsCollector()
     # The per-call timeouts already stop at the deadline; the grace covers thread scheduling.
     deadline = started + settings.poll_deadline_s + 1.0
     calls: dict[str, _Call | None] = {}
@@ -413,6 +490,8 @@ def poll_fleet(
                     clients=clients,
                     prober=prober,
                     configs=configs,
+                    groups=groups,
+                    client_metrics=client_metrics,
                 )
             finally:
                 _end(cluster.name)
@@ -497,9 +576,11 @@ def run_poller(
     *,
     on_poll: Callable[[FleetPoll], None] | None = None,
     stop: threading.Event | None = None,
-    clients: AdminClientCache | None = None,
+    clients: AdminClients | None = None,
     prober: Prober | None = None,
     configs: ConfigCollector | None = None,
+    groups: GroupCollector | None = None,
+    client_metrics: ClientMetricsCollector | None = None,
     wake: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> FleetPoll | None:
@@ -523,12 +604,18 @@ def run_poller(
     # another lake's reading of a same-named cluster as this lake's first state, then "changed" it when it fell due.
     configs = configs or ConfigCollector()
     configs.seed(writer.configs)  # the stored configurations: the checks' baseline until the first read
+    groups = groups or GroupCollector()  # the run's own, like configs: what it remembers belongs to this lake
+    groups.seed(writer.groups)  # the stored groups: their windows go on across restarts
+    groups.client_configs = ClientGroupConfigs(lake.location)  # members' KIP-1324 configs per group (results)
+    client_metrics = client_metrics or ClientMetricsCollector()  # the run's own too, for the same reason
+    client_metrics.seed(writer.inventory)  # the stored inventories: the counts' baseline across a restart
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
         if on_start is not None:
             on_start()
-        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs)
+        last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs, groups=groups,
+                          client_metrics=client_metrics)
         try:
             result = writer.write(last)
             for name, reason in result.degraded.items():

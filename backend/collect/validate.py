@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from backend.configs.sensitive import safe_error_text
 from backend.store.model import PROVENANCES, STATUSES, BrokerSnapshot, ClusterSnapshot, TopicSnapshot
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -94,14 +95,21 @@ def _broker(b: BrokerSnapshot, problems: _Problems) -> bool:
     b.version_confidence = _str(b.version_confidence, f"{where} confidence", problems, MAX_ID_CHARS)
     b.api_versions_json = _str(b.api_versions_json, f"{where} api versions", problems, MAX_JSON_CHARS)
     b.probe_ms = _float(b.probe_ms, f"{where} probe_ms", problems)
-    b.error = _str(b.error, f"{where} error", problems, MAX_TEXT_CHARS)
+    b.error = safe_error_text(_str(b.error, f"{where} error", problems, MAX_TEXT_CHARS), MAX_TEXT_CHARS)
     return True
+
+
+def valid_topic_name(name: object) -> bool:
+    """Whether a topic name from a broker is kept: a string of 1-249 characters (Kafka's own limit), no NUL.
+
+    The one rule for topic names: Metadata rows, and what the config and future collectors may ask about."""
+    return isinstance(name, str) and 0 < len(name) <= MAX_TOPIC_CHARS and "\x00" not in name
 
 
 def _topic(t: TopicSnapshot, problems: _Problems) -> bool:
     """Fix one topic row in place; False when its name is unusable (the row is dropped)."""
-    if not isinstance(t.topic, str) or not t.topic or len(t.topic) > MAX_TOPIC_CHARS:
-        problems.add(f"topic name {_shown(t.topic)} is not a string of 1-{MAX_TOPIC_CHARS} characters")
+    if not valid_topic_name(t.topic):
+        problems.add(f"topic name {_shown(t.topic)} is not a string of 1-{MAX_TOPIC_CHARS} characters without NUL")
         return False
     where = f"topic {t.topic[:60]}"
     t.topic_id = _str(t.topic_id, f"{where} id", problems, MAX_ID_CHARS)
@@ -123,7 +131,7 @@ def sanitize_snapshot(snapshot: ClusterSnapshot) -> list[str]:
     snapshot.cluster_id = _str(snapshot.cluster_id, "cluster id", problems, MAX_ID_CHARS)
     snapshot.zk_cluster_id = _str(snapshot.zk_cluster_id, "ZooKeeper /cluster/id", problems, MAX_ID_CHARS)
     snapshot.controller_id = _int(snapshot.controller_id, "controller id", problems, lo=-1)
-    snapshot.error = _str(snapshot.error, "error", problems, MAX_TEXT_CHARS * 4)
+    snapshot.error = safe_error_text(_str(snapshot.error, "error", problems, MAX_TEXT_CHARS * 4), MAX_TEXT_CHARS * 4)
     snapshot.brokers = [b for b in snapshot.brokers if _broker(b, problems)]
     seen: set[int] = set()
     unique: list[BrokerSnapshot] = []
@@ -157,7 +165,7 @@ def sanitize_snapshot(snapshot: ClusterSnapshot) -> list[str]:
 def _topic_ok(t: TopicSnapshot) -> bool:
     """Fast check of one topic row (the common case: a well-formed row, unchanged)."""
     return (
-        type(t.topic) is str and 0 < len(t.topic) <= MAX_TOPIC_CHARS and "\x00" not in t.topic
+        type(t.topic) is str and valid_topic_name(t.topic)
         and (t.topic_id is None or (type(t.topic_id) is str and len(t.topic_id) <= MAX_ID_CHARS))
         and (t.zk_topic_id is None or (type(t.zk_topic_id) is str and len(t.zk_topic_id) <= MAX_ID_CHARS))
         and all(type(n) is int and 0 <= n <= INT32_MAX

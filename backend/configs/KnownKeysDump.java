@@ -7,8 +7,13 @@
 //   java KnownKeysDump.java RELEASE=JAR[:JAR...] [RELEASE=JAR[:JAR...] ...]
 // with each release's kafka-clients and kafka-streams jars (and slf4j-api). Prints one JSON
 // object per release and line:
-//   {"release": "4.3.1", "producer": {"acks": "STRING", ...}, ..., "share_unsupported": [...]}
-// A client class the release does not have is left out.
+//   {"release": "4.3.1", "producer": {"acks": "STRING", ...}, ..., "share_unsupported": [...],
+//    "defaults": {"producer": {"acks": "all", "transactional.id": null, ...}, ...}}
+// A client class the release does not have is left out. "defaults" holds each key's ConfigKey.defaultValue as
+// ConfigDef.convertToString renders it (null: the default is null; a key with no default, such as
+// bootstrap.servers in older releases, is left out; a PASSWORD default is never printed, only "[hidden]").
+// A default built from java.io.tmpdir (Streams' state.dir) is written with "${java.io.tmpdir}" in its place,
+// so the output does not depend on the machine it runs on.
 
 import java.io.File;
 import java.lang.reflect.Field;
@@ -47,7 +52,13 @@ public class KnownKeysDump {
 
     private static String dump(String release, ClassLoader loader) throws Exception {
         StringBuilder out = new StringBuilder("{\"release\":").append(quote(release));
+        StringBuilder defaults = new StringBuilder(",\"defaults\":{");
+        boolean firstClient = true;
         Class<?> configDef = Class.forName("org.apache.kafka.common.config.ConfigDef", true, loader);
+        Class<?> typeEnum = Class.forName("org.apache.kafka.common.config.ConfigDef$Type", true, loader);
+        Object noDefault = configDef.getField("NO_DEFAULT_VALUE").get(null);
+        java.lang.reflect.Method convert = configDef.getMethod("convertToString", Object.class, typeEnum);
+        String tmpdir = System.getProperty("java.io.tmpdir");
         for (String[] client : CLIENTS) {
             Class<?> cls;
             try {
@@ -58,10 +69,37 @@ public class KnownKeysDump {
             Object def = staticField(cls, configDef);
             Map<?, ?> configKeys = (Map<?, ?>) configDef.getMethod("configKeys").invoke(def);
             Map<String, String> keys = new TreeMap<>();
+            Map<String, String> keyDefaults = new TreeMap<>();
             for (Map.Entry<?, ?> entry : configKeys.entrySet()) {
-                Object type = entry.getValue().getClass().getField("type").get(entry.getValue());
+                Object configKey = entry.getValue();
+                Object type = configKey.getClass().getField("type").get(configKey);
                 keys.put(String.valueOf(entry.getKey()), String.valueOf(type));
+                Object value = configKey.getClass().getField("defaultValue").get(configKey);
+                if (value == noDefault) {
+                    continue;
+                }
+                String text;
+                if (value == null) {
+                    text = null;
+                } else if (String.valueOf(type).equals("PASSWORD")) {
+                    text = "[hidden]";
+                } else {
+                    text = (String) convert.invoke(null, value, type);
+                    if (text != null && tmpdir != null && !tmpdir.isEmpty()) {
+                        text = text.replace(tmpdir, "${java.io.tmpdir}");
+                    }
+                }
+                keyDefaults.put(String.valueOf(entry.getKey()), text);
             }
+            defaults.append(firstClient ? "" : ",").append('"').append(client[0]).append("\":{");
+            firstClient = false;
+            boolean firstDefault = true;
+            for (Map.Entry<String, String> entry : keyDefaults.entrySet()) {
+                defaults.append(firstDefault ? "" : ",").append(quote(entry.getKey())).append(':')
+                        .append(entry.getValue() == null ? "null" : quote(entry.getValue()));
+                firstDefault = false;
+            }
+            defaults.append('}');
             out.append(",\"").append(client[0]).append("\":{");
             boolean firstKey = true;
             for (Map.Entry<String, String> entry : keys.entrySet()) {
@@ -78,7 +116,7 @@ public class KnownKeysDump {
                 out.append(']');
             }
         }
-        return out.append('}').toString();
+        return out.append(defaults).append("}}").toString();
     }
 
     /** The static ConfigDef the class (or a class it extends) defines its keys in. */

@@ -14,6 +14,7 @@ from backend.configs.ingest import (
     ingest_sink,
     ingest_topic,
 )
+from backend.plain_text import visible
 from backend.signals import stop_on_signals
 from backend.store.location import LAKE_HELP
 
@@ -46,7 +47,11 @@ def format_result(result: IngestResult) -> str:
         f"  untyped records:     {result.untyped}",
         f"  unparsed log lines:  {result.unparsed_lines} (inside config blocks, not key = value)",
     ]
-    return "\n".join(lines)
+    if result.files_unread:
+        lines.append(f"  files not read:      {len(result.files_unread)}"
+                     + "".join(f"\n    {name}: {why}" for name, why in sorted(result.files_unread.items())))
+    # Key and file names come from clients and file systems: no control character reaches the terminal.
+    return "\n".join(visible(line) for line in "\n".join(lines).split("\n"))
 
 
 def run_ingest_command(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ from typing import Any
 
 from backend.configs import lake as lakeio
 from backend.configs.ingest import IngestResult, ingest_items
-from backend.configs.readers import RawItem, parse_java_log, read_properties_dir
+from backend.configs.readers import FileProblems, RawItem, file_problem, parse_java_log, read_properties_dir
+from backend.plain_text import file_label
 
 
 def state_name(kind: str, location: str) -> str:
@@ -33,22 +34,33 @@ def _line(item: RawItem) -> int:
 
 
 def ingest_java_log_glob(lake: str, pattern: str, cluster_id: str | None = None) -> IngestResult:
-    """Ingest the whole config blocks of every file matching pattern that earlier runs did not ingest."""
+    """Ingest the whole config blocks of every file matching pattern that earlier runs did not ingest.
+
+    A file that vanishes or cannot be read is a status of its own (in the result's files_unread); the others go on.
+    """
     name = state_name("java_log", pattern)
     state: dict[str, Any] = lakeio.load_progress(lake, name)
     new_state: dict[str, Any] = {}
     items: list[RawItem] = []
+    problems: FileProblems = {}
     for path in sorted(glob.glob(pattern, recursive=True)):
-        if not os.path.isfile(path):
-            continue
-        stamp = _stamp(path)
         before = state.get(path) if isinstance(state.get(path), dict) else None
-        same_file = before is not None and before.get("inode") == stamp["inode"] and stamp["size"] >= before.get("size", 0)
-        if same_file and all(before.get(k) == stamp[k] for k in ("size", "mtime_ns")):  # type: ignore[union-attr]
-            new_state[path] = before
+        try:
+            if not os.path.isfile(path):
+                continue
+            stamp = _stamp(path)
+            same_file = (before is not None and before.get("inode") == stamp["inode"]
+                         and stamp["size"] >= before.get("size", 0))
+            if same_file and all(before.get(k) == stamp[k] for k in ("size", "mtime_ns")):  # type: ignore[union-attr]
+                new_state[path] = before
+                continue
+            after = int(before.get("line", 0)) if same_file and before else 0
+            whole = [i for i in parse_java_log(path, cluster_id) if _line(i) > after]
+        except OSError as exc:
+            problems[file_label(path)] = file_problem(exc)
+            if before is not None:
+                new_state[path] = before
             continue
-        after = int(before.get("line", 0)) if same_file and before else 0
-        whole = [i for i in parse_java_log(path, cluster_id) if _line(i) > after]
         ready = [i for i in whole if not i.truncated]
         pending = [i for i in whole if i.truncated]
         items += ready
@@ -56,7 +68,8 @@ def ingest_java_log_glob(lake: str, pattern: str, cluster_id: str | None = None)
         if pending:  # ingest the block once it is whole: come back to this file next time
             stamp["size"] = stamp["mtime_ns"] = -1
         new_state[path] = {**stamp, "line": last}
-    result = ingest_items(lake, items, "java_log", pattern) if items else IngestResult("", "java_log", pattern)
+    result = (ingest_items(lake, items, "java_log", pattern, file_problems=problems) if items
+              else IngestResult("", "java_log", pattern, files_unread=problems))
     lakeio.save_progress(lake, name, new_state)
     return result
 
@@ -68,12 +81,18 @@ def ingest_properties_changed(lake: str, root: str | Path) -> IngestResult:
     base = Path(root)
     new_state: dict[str, Any] = {}
     changed: list[RawItem] = []
-    for item in read_properties_dir(root):
-        rel = item.position.rsplit(":", 1)[0]
-        stamp = _stamp(str(base / rel))
+    problems: FileProblems = {}
+    for item in read_properties_dir(root, problems):
+        rel = item.file or item.position.rsplit(":", 1)[0]
+        try:
+            stamp = _stamp(str(base / rel))
+        except OSError as exc:
+            problems[file_label(rel)] = file_problem(exc)
+            continue
         new_state[rel] = stamp
         if state.get(rel) != stamp:
             changed.append(item)
-    result = ingest_items(lake, changed, "properties", str(root)) if changed else IngestResult("", "properties", str(root))
+    result = (ingest_items(lake, changed, "properties", str(root), file_problems=problems) if changed
+              else IngestResult("", "properties", str(root), files_unread=problems))
     lakeio.save_progress(lake, name, new_state)
     return result

@@ -28,7 +28,8 @@ from backend.configs.record import (
     parse_json_record,
     validate_record,
 )
-from backend.configs.sensitive import safe_excerpt
+from backend.configs.sensitive import WITHHELD, safe_excerpt
+from backend.plain_text import utf8_safe
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 
 
@@ -48,6 +49,7 @@ class IngestResult:
     unparsed_lines: int = 0  # lines inside Java config blocks that were not `key = value`
     files_written: list[str] = field(default_factory=list)
     batches: int = 1
+    files_unread: dict[str, str] = field(default_factory=dict)  # file name -> why it was not read (whole)
 
     def add(self, other: IngestResult) -> None:
         """Add the counts of another run of the same source (a later batch)."""
@@ -59,6 +61,7 @@ class IngestResult:
         self.untyped += other.untyped
         self.unparsed_lines += other.unparsed_lines
         self.files_written += other.files_written
+        self.files_unread.update(other.files_unread)
 
     @property
     def quarantined_total(self) -> int:
@@ -80,12 +83,14 @@ class IngestResult:
         ]
         rows += [("quarantined", reason, n) for reason, n in sorted(self.quarantined.items())]
         rows += [("sensitive_dropped", key, n) for key, n in sorted(self.sensitive_dropped.items())]
+        rows += [("file_unread", f"{name}: {why}", 1) for name, why in sorted(self.files_unread.items())]
+        rows = [(metric, utf8_safe(detail), n) for metric, detail, n in rows]  # names from clients and file systems
         return pa.table(
             {
                 "run_id": [self.run_id] * len(rows),
                 "ran_at": [ran_at] * len(rows),
                 "source": [self.source] * len(rows),
-                "location": [self.location] * len(rows),
+                "location": [utf8_safe(self.location)] * len(rows),
                 "metric": [r[0] for r in rows],
                 "detail": [r[1] for r in rows],
                 "count": [r[2] for r in rows],
@@ -95,39 +100,87 @@ class IngestResult:
         )
 
 
-def ingest_items(lake: str, items: list[RawItem], source: str, location: str) -> IngestResult:
-    """Validate items, write snapshots and quarantine to the lake, record ingest_stats."""
+def _cut_value_withheld(record: dict[str, Any]) -> dict[str, Any]:
+    """A block cut by the end of the file ends in a cut value, whose credential shape cannot be judged (a
+    bootstrap.servers cut to "u:secret@" or "u:secr"): its last entry keeps its key, never its value."""
+    configs = record.get("configs")
+    if isinstance(configs, list) and configs and isinstance(configs[-1], dict):
+        return {**record, "configs": [*configs[:-1], {**configs[-1], "value": WITHHELD}]}
+    return record
+
+
+def ingest_items(lake: str, items: list[RawItem], source: str, location: str, *,
+                 file_problems: dict[str, str] | None = None) -> IngestResult:
+    """Validate items, write snapshots and quarantine to the lake, record ingest_stats.
+
+    One bad record costs only itself: a record that cannot be parsed, validated or written is quarantined with its
+    reason and counted, and every other record of the batch is written. ``file_problems``: files of the source that
+    could not be read (whole), kept in the result and in ingest_stats.
+    """
     now = datetime.now(UTC)
-    result = IngestResult(run_id=uuid.uuid4().hex, source=source, location=location)
+    result = IngestResult(run_id=uuid.uuid4().hex, source=source, location=location,
+                          files_unread=dict(file_problems or {}))
     snapshots: list[Snapshot] = []
     rejected: list[Rejected] = []
     for item in items:
         result.records_read += 1
         result.unparsed_lines += item.unparsed_lines
-        if item.record is not None and item.truncated:
-            outcome = ParseOutcome(rejected=Rejected(
-                source, item.position, "truncated_block",
-                "the config block ends at the end of the file before its closing line; ingest it again once "
-                "the client has written it whole", safe_excerpt(item.record)))
-        elif item.record is not None:
-            outcome = validate_record(item.record, source, item.position)
-        else:
-            outcome = parse_json_record(item.raw or b"", source, item.position, size=item.oversize or None)
+        outcome = _outcome(item, source)
         result.sensitive_dropped.update(outcome.dropped.by_key)
         if outcome.rejected is not None:
             rejected.append(outcome.rejected)
             result.quarantined[outcome.rejected.reason] += 1
             continue
         assert outcome.snapshot is not None
-        if outcome.snapshot.client_type is None:
-            result.untyped += 1
         snapshots.append(outcome.snapshot)
+    snapshots, unwritable = _writable(snapshots)
+    for bad in unwritable:
+        rejected.append(bad)
+        result.quarantined[bad.reason] += 1
+    result.untyped = sum(1 for s in snapshots if s.client_type is None)
     result.files_written = lakeio.write_snapshots(lake, snapshots, now)
     result.records_written = len(snapshots)
     result.rows_written = sum(len(s.configs) for s in snapshots)
     lakeio.write_quarantine(lake, rejected, now)
     lakeio.append_ingest_stats(lake, result.stats_rows(now))
     return result
+
+
+def _outcome(item: RawItem, source: str) -> ParseOutcome:
+    """One item validated; anything unexpected while doing so quarantines the item, never stops the batch."""
+    try:
+        if item.record is not None and item.truncated:
+            return ParseOutcome(rejected=Rejected(
+                source, item.position, "truncated_block",
+                "the config block ends at the end of the file before its closing line; ingest it again once "
+                "the client has written it whole", safe_excerpt(_cut_value_withheld(item.record))))
+        if item.record is not None:
+            return validate_record(item.record, source, item.position)
+        return parse_json_record(item.raw or b"", source, item.position, size=item.oversize or None)
+    except Exception as exc:  # noqa: BLE001 - one record's surprise is its own quarantine reason
+        return ParseOutcome(rejected=Rejected(source, item.position, "unreadable_record",
+                                              f"validation failed: {type(exc).__name__}", None))
+
+
+def _writable(snapshots: list[Snapshot]) -> tuple[list[Snapshot], list[Rejected]]:
+    """The snapshots the lake can take, and a Rejected for each it cannot (checked one by one only when the batch
+    as a whole does not convert)."""
+    try:
+        lakeio.snapshot_rows(snapshots, datetime.now(UTC))
+        return snapshots, []
+    except (pa.ArrowException, UnicodeError, ValueError, TypeError, OverflowError):
+        pass
+    good: list[Snapshot] = []
+    bad: list[Rejected] = []
+    for snap in snapshots:
+        try:
+            lakeio.snapshot_rows([snap], datetime.now(UTC))
+        except (pa.ArrowException, UnicodeError, ValueError, TypeError, OverflowError) as exc:
+            bad.append(Rejected(snap.source, snap.position, "unwritable",
+                                f"the lake cannot store the record: {type(exc).__name__}", None))
+            continue
+        good.append(snap)
+    return good, bad
 
 
 def ingest_sink(lake: str, sink_dir: str | Path, *, skip_empty: bool = False) -> IngestResult:
@@ -137,10 +190,11 @@ def ingest_sink(lake: str, sink_dir: str | Path, *, skip_empty: bool = False) ->
     """
     state_name = "sink-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(sink_dir).resolve())).hex[:12]
     state: dict[str, Any] = lakeio.load_progress(lake, state_name)
-    items, new_state = read_sink(sink_dir, state)
-    if skip_empty and not items:
-        return IngestResult(run_id=uuid.uuid4().hex, source="sink", location=str(sink_dir))
-    result = ingest_items(lake, items, "sink", str(sink_dir))
+    problems: dict[str, str] = {}
+    items, new_state = read_sink(sink_dir, state, problems=problems)
+    if skip_empty and not items:  # nothing new: nothing written (a file that stays unreadable is reported, not logged)
+        return IngestResult(run_id=uuid.uuid4().hex, source="sink", location=str(sink_dir), files_unread=problems)
+    result = ingest_items(lake, items, "sink", str(sink_dir), file_problems=problems)
     lakeio.save_progress(lake, state_name, new_state)
     return result
 
@@ -179,4 +233,6 @@ def ingest_java_log(lake: str, path: str | Path, cluster_id: str | None = None) 
 
 def ingest_properties(lake: str, root: str | Path) -> IngestResult:
     """Ingest every .properties file under ``root``."""
-    return ingest_items(lake, read_properties_dir(root), "properties", str(root))
+    problems: dict[str, str] = {}
+    items = read_properties_dir(root, problems)
+    return ingest_items(lake, items, "properties", str(root), file_problems=problems)

@@ -1,6 +1,6 @@
-"""Known client configuration keys and their ConfigDef types, per client type.
+"""Known client configuration keys, their ConfigDef types and defaults, per client type.
 
-The Java clients' keys come from known_keys.json, generated from the real client definitions
+The Java clients' keys and defaults come from known_keys.json, generated from the real client definitions
 (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminClientConfig, StreamsConfig) of every
 release from 2.8 to 4.4 by ``backend/configs/known_keys_build.py``; a test regenerates it from the
 jars and compares. Two hand-kept lists complete it: the keys KIP-1324 proposes (in no release yet)
@@ -102,6 +102,22 @@ def java_types(key: str) -> frozenset[str]:
 def key_releases(key: str, client_type: str) -> tuple[tuple[str, str], ...]:
     """(first, last) release spans in which this Java client type defines ``key``; () when it never does."""
     return tuple((s[0], s[1]) for s in _spans().get(client_type, {}).get(key, ()))
+
+
+def default_spans(key: str, client_type: str) -> tuple[tuple[str, str, str | None], ...]:
+    """(first, last, default) release spans of ``key``'s default in this Java client type (None: a null default)."""
+    defaults = table().get("defaults", {})
+    assert isinstance(defaults, dict)
+    return tuple((s[0], s[1], s[2]) for s in defaults.get(client_type, {}).get(key, ()))
+
+
+def default_in(key: str, client_type: str, release: str) -> tuple[bool, str | None]:
+    """(whether ``key`` has a default in that release line, the default) for this Java client type."""
+    at = release_key(release)
+    for first, last, value in default_spans(key, client_type):
+        if release_key(first) <= at <= release_key(last):
+            return True, value
+    return False, None
 
 
 @lru_cache(maxsize=1)

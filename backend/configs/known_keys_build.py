@@ -1,10 +1,11 @@
-"""Builds known_keys.json: the config keys and ConfigDef types of Apache Kafka's Java clients, per release.
+"""Builds known_keys.json: the config keys, ConfigDef types and defaults of Apache Kafka's Java clients, per release.
 
 KnownKeysDump.java (beside this file) reads, by reflection, the static ConfigDef of ProducerConfig,
 ConsumerConfig, ShareConsumerConfig (4.1+), AdminClientConfig and StreamsConfig from each release's
-kafka-clients and kafka-streams jars, plus the consumer keys a share consumer refuses. This module
-runs it once for all releases (one JVM, one class loader per release) and folds the answers into
-spans of releases per key.
+kafka-clients and kafka-streams jars (each key's type and default), plus the consumer keys a share
+consumer refuses. This module runs it once for all releases (one JVM, one class loader per release)
+and folds the answers into spans of releases per key: types in "clients", defaults in "defaults"
+(where a default changed, e.g. the producer's linger.ms 0 -> 5 in 4.0, the key has two spans).
 
 Run: ``python -m backend.configs.known_keys_build DIR > backend/configs/known_keys.json`` where DIR
 holds ``kafka-clients-<v>.jar``, ``kafka-streams-<v>.jar`` and an ``slf4j-api-*.jar`` (``make
@@ -24,8 +25,9 @@ DUMP_SOURCE = Path(__file__).with_name("KnownKeysDump.java")
 CLIENT_TYPES = ("producer", "consumer", "share_consumer", "admin", "streams")
 DUMP_TIMEOUT_S = 600.0
 
-# key -> [[first release, last release, type], ...]: contiguous releases with one type each.
-Spans = list[list[str]]
+# key -> [[first release, last release, type], ...]: contiguous releases with one type (or default) each.
+# A default may be None (the default is null), so a span's last field is str | None.
+Spans = list[list[str | None]]
 
 
 def release_jars(jar_dir: str | Path) -> dict[str, list[Path]]:
@@ -67,7 +69,7 @@ def _line(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def _add(spans: Spans, release: str, previous: str | None, value: str) -> None:
+def _add(spans: Spans, release: str, previous: str | None, value: str | None) -> None:
     """Extend the last span when it ended at the previous release with the same value, else open one."""
     if spans and spans[-1][1] == previous and spans[-1][2] == value:
         spans[-1][1] = release
@@ -78,6 +80,7 @@ def _add(spans: Spans, release: str, previous: str | None, value: str) -> None:
 def build(dumps: list[dict[str, Any]]) -> dict[str, Any]:
     """The whole known_keys.json document from KnownKeysDump's answers (oldest release first)."""
     clients: dict[str, dict[str, Spans]] = {t: {} for t in CLIENT_TYPES}
+    defaults: dict[str, dict[str, Spans]] = {t: {} for t in CLIENT_TYPES}
     unsupported: dict[str, Spans] = {}
     previous: str | None = None
     for answer in dumps:
@@ -85,16 +88,21 @@ def build(dumps: list[dict[str, Any]]) -> dict[str, Any]:
         for client_type in CLIENT_TYPES:
             for key, typ in answer.get(client_type, {}).items():
                 _add(clients[client_type].setdefault(key, []), release, previous, typ)
+            for key, default in answer.get("defaults", {}).get(client_type, {}).items():
+                _add(defaults[client_type].setdefault(key, []), release, previous, default)
         for key in answer.get("share_unsupported", []):
             _add(unsupported.setdefault(key, []), release, previous, "refused")
         previous = release
     return {
         "about": "Configuration keys and ConfigDef types of Apache Kafka's Java clients per release: "
-                 "key -> [[first release, last release, type], ...]; share_unsupported: the consumer keys "
+                 "key -> [[first release, last release, type], ...]; defaults: key -> [[first release, last "
+                 "release, default], ...] (the default as ConfigDef.convertToString renders it, null for a null "
+                 "default; releases where a key has no default are left out); share_unsupported: the consumer keys "
                  "a share consumer refuses. Built by backend/configs/known_keys_build.py from the "
                  "kafka-clients and kafka-streams jars; do not edit by hand.",
         "releases": {_line(a["release"]): a["release"] for a in dumps},
         "clients": {t: dict(sorted(keys.items())) for t, keys in clients.items()},
+        "defaults": {t: dict(sorted(keys.items())) for t, keys in defaults.items()},
         "share_unsupported": {k: [s[:2] for s in v] for k, v in sorted(unsupported.items())},
     }
 
@@ -105,12 +113,15 @@ def render(table: dict[str, Any]) -> str:
         rows = [f"{indent}{json.dumps(k)}: {json.dumps(v)}" for k, v in mapping.items()]
         return "{\n" + ",\n".join(rows) + "\n" + indent[:-2] + "}"
 
-    clients = ",\n".join(f'    {json.dumps(t)}: {block(keys, "      ")}' for t, keys in table["clients"].items())
+    def per_client(section: str) -> str:
+        return ",\n".join(f'    {json.dumps(t)}: {block(keys, "      ")}' for t, keys in table[section].items())
+
     return (
         "{\n"
         f'  "about": {json.dumps(table["about"])},\n'
         f'  "releases": {json.dumps(table["releases"])},\n'
-        f'  "clients": {{\n{clients}\n  }},\n'
+        f'  "clients": {{\n{per_client("clients")}\n  }},\n'
+        f'  "defaults": {{\n{per_client("defaults")}\n  }},\n'
         f'  "share_unsupported": {block(table["share_unsupported"], "    ")}\n'
         "}\n"
     )

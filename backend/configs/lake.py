@@ -9,6 +9,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from backend.configs.record import Rejected, Snapshot
+from backend.plain_text import utf8_safe
 from backend.store.atomic import write_parquet_atomic
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 from backend.store.location import parse_lake
@@ -71,11 +72,12 @@ def write_quarantine(lake: str, rejected: list[Rejected], at: datetime) -> str |
     table = pa.table(
         {
             "quarantined_at": [at] * len(rejected),
-            "source": [r.source for r in rejected],
-            "position": [r.position for r in rejected],
+            # Quarantine always takes the record: its texts made valid UTF-8 (a lone surrogate as \udcff).
+            "source": [utf8_safe(r.source) for r in rejected],
+            "position": [utf8_safe(r.position) for r in rejected],
             "reason": [r.reason for r in rejected],
-            "detail": [r.detail for r in rejected],
-            "raw_excerpt": [r.raw_excerpt for r in rejected],
+            "detail": [utf8_safe(r.detail) for r in rejected],
+            "raw_excerpt": [None if r.raw_excerpt is None else utf8_safe(r.raw_excerpt) for r in rejected],
             "schema_version": [SCHEMA_VERSION] * len(rejected),
         },
         schema=arrow_schema("quarantine"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.configs.known_keys import known_type
+from backend.plain_text import file_label
 
 _NAMESPACE = uuid.UUID("6f6c2b8e-6f5e-4b8a-9d0c-4b1f2f8b7c11")
 
@@ -27,7 +29,8 @@ class RawItem:
 
     ``oversize`` is the real byte length of a line too long to be read whole (``raw`` holds only its
     start); ``unparsed_lines`` counts lines inside a Java config block that were not ``key = value``;
-    ``truncated`` marks a Java block cut off by the end of the file.
+    ``truncated`` marks a Java block cut off by the end of the file. ``position`` is UTF-8 text whatever the file's
+    name (``backend.plain_text.file_label``); ``file`` is the file's real path relative to the source's root.
     """
 
     position: str
@@ -36,6 +39,30 @@ class RawItem:
     oversize: int = 0
     unparsed_lines: int = 0
     truncated: bool = False
+    file: str | None = None
+
+
+FileProblems = dict[str, str]  # a file's name (UTF-8 text) -> why it was not read, or not read whole
+
+
+def file_problem(exc: OSError) -> str:
+    """Why a file could not be read, in words (no path: the caller names the file)."""
+    if isinstance(exc, FileNotFoundError):
+        return "vanished before it was read whole (deleted or rotated away); what was read is kept"
+    return f"not readable ({type(exc).__name__}: {exc.strerror or exc})"
+
+
+def _walk_files(root: Path, problems: FileProblems | None) -> list[Path]:
+    """Every file under root, sorted; a directory that cannot be listed is a problem of its own, not a failure."""
+    found: list[Path] = []
+
+    def unlisted(exc: OSError) -> None:
+        if problems is not None and exc.filename is not None and Path(os.fsdecode(exc.filename)) != root:
+            problems[file_label(Path(os.fsdecode(exc.filename)).relative_to(root).as_posix())] = file_problem(exc)
+
+    for folder, _dirs, names in os.walk(root, onerror=unlisted, followlinks=True):  # as Path.rglob did on 3.11
+        found += [Path(folder) / name for name in names]
+    return sorted(found)
 
 
 # ---------------------------------------------------------------- PushConfig sink (JSONL)
@@ -58,48 +85,58 @@ def _skip_line(src: Any, chunk: int = 1 << 16) -> tuple[int, bool]:
             return skipped, False
 
 
-def read_sink(sink_dir: str | Path, state: dict[str, Any],
-              max_line_bytes: int = MAX_LINE_BYTES) -> tuple[list[RawItem], dict[str, Any]]:
+def read_sink(sink_dir: str | Path, state: dict[str, Any], max_line_bytes: int = MAX_LINE_BYTES,
+              problems: FileProblems | None = None) -> tuple[list[RawItem], dict[str, Any]]:
     """Read complete new lines from every sink file, line by line; a partial last line waits for next time.
 
     A line longer than ``max_line_bytes`` is never held whole: its first bytes and its real size become
     an item that is quarantined as too_large, with its position.
 
     ``state`` maps a file's path relative to ``sink_dir`` to ``{"offset": bytes, "line": n}``;
-    the returned state is to be saved only after the items are safely in the lake.
+    the returned state is to be saved only after the items are safely in the lake. A file that vanishes or cannot
+    be read is named in ``problems`` with the reason; its lines read before that are kept, and the other files are
+    read as usual.
     """
     root = Path(sink_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"sink directory {root} does not exist")
     new_state = {k: dict(v) for k, v in state.items()}
     items: list[RawItem] = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in _walk_files(root, problems):
         rel = path.relative_to(root).as_posix()
         if path.name.startswith(".") or not path.name.endswith(SINK_SUFFIXES):
             continue
+        label = file_label(rel)
         progress = new_state.get(rel, {"offset": 0, "line": 0})
-        size = path.stat().st_size
-        if size < progress["offset"]:  # truncated or replaced: start again
-            progress = {"offset": 0, "line": 0}
         offset, line_no = progress["offset"], progress["line"]
-        with path.open("rb") as src:
-            src.seek(offset)
-            while True:
-                line = src.readline(max_line_bytes + 1)  # bounded: a 100 MiB line is never held whole
-                if not line.endswith(b"\n"):
-                    if len(line) <= max_line_bytes:
-                        break  # a partial last line waits for the writer to finish it
-                    skipped, complete = _skip_line(src)
-                    if not complete:
-                        break  # the over-long line is still being written: read it whole next time
+        try:
+            info = path.stat()  # follows a link; raises when the file vanished since the listing
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if info.st_size < offset:  # truncated or replaced: start again
+                offset, line_no = 0, 0
+            with path.open("rb") as src:
+                src.seek(offset)
+                while True:
+                    line = src.readline(max_line_bytes + 1)  # bounded: a 100 MiB line is never held whole
+                    if not line.endswith(b"\n"):
+                        if len(line) <= max_line_bytes:
+                            break  # a partial last line waits for the writer to finish it
+                        skipped, complete = _skip_line(src)
+                        if not complete:
+                            break  # the over-long line is still being written: read it whole next time
+                        line_no += 1
+                        items.append(RawItem(position=f"{label}:{line_no}", raw=line[:4096],
+                                             oversize=len(line) + skipped - 1, file=rel))
+                        offset = src.tell()
+                        continue
                     line_no += 1
-                    items.append(RawItem(position=f"{rel}:{line_no}", raw=line[:4096], oversize=len(line) + skipped - 1))
-                    offset = src.tell()
-                    continue
-                line_no += 1
-                offset += len(line)
-                if line.strip():
-                    items.append(RawItem(position=f"{rel}:{line_no}", raw=line.rstrip(b"\r\n")))
+                    offset += len(line)
+                    if line.strip():
+                        items.append(RawItem(position=f"{label}:{line_no}", raw=line.rstrip(b"\r\n"), file=rel))
+        except OSError as exc:
+            if problems is not None:
+                problems[label] = file_problem(exc)
         new_state[rel] = {"offset": offset, "line": line_no}
     return items, new_state
 
@@ -307,7 +344,7 @@ def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawI
             configs.append({"key": key, "value": value, "type": typ, "is_default": False})
         values = {c["key"]: c["value"] for c in configs}
         bootstrap = values.get("bootstrap.servers") or values.get("application.server") or "unknown"
-        seed = f"{file.resolve()}:{start + 1}:{values.get('client.id')}"
+        seed = f"{file_label(file.resolve())}:{start + 1}:{values.get('client.id')}"
         record = {
             "snapshot_id": str(uuid.uuid5(_NAMESPACE, "snapshot:" + seed)),
             "received_at": stamp.isoformat(),
@@ -322,8 +359,8 @@ def parse_java_log(path: str | Path, cluster_id: str | None = None) -> list[RawI
             "client_address": None,
             "configs": configs,
         }
-        items.append(RawItem(position=f"{file.name}:{start + 1}", record=record, unparsed_lines=unparsed,
-                             truncated=truncated))
+        items.append(RawItem(position=f"{file_label(file.name)}:{start + 1}", record=record, unparsed_lines=unparsed,
+                             truncated=truncated, file=str(file)))
     return items
 
 
@@ -391,17 +428,30 @@ def _properties(text: str) -> tuple[dict[str, str], dict[str, str]]:
     return props, headers
 
 
-def read_properties_dir(root: str | Path) -> list[RawItem]:
-    """Build one record per ``<root>/<cluster>/<client>.properties`` file (headers override)."""
+def read_properties_dir(root: str | Path, problems: FileProblems | None = None) -> list[RawItem]:
+    """Build one record per ``<root>/<cluster>/<client>.properties`` file (headers override).
+
+    A file that vanishes or cannot be read is named in ``problems`` with the reason; the others are read as usual.
+    """
     base = Path(root)
     if not base.is_dir():
         raise FileNotFoundError(f"properties directory {base} does not exist")
     items = []
-    for path in sorted(base.rglob("*.properties")):
+    for path in _walk_files(base, problems):
+        if not path.name.endswith(".properties"):
+            continue
         rel = path.relative_to(base)
-        props, headers = _properties(path.read_text(encoding="utf-8", errors="replace"))
-        cluster = headers.get("cluster") or (rel.parts[0] if len(rel.parts) > 1 else None)
-        client_id = headers.get("client.id") or props.get("client.id") or path.stem
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            stamp = datetime.fromtimestamp(os.stat(path).st_mtime, UTC)
+        except OSError as exc:
+            if problems is not None:
+                problems[file_label(rel.as_posix())] = file_problem(exc)
+            continue
+        props, headers = _properties(text)
+        # Ids taken from the path are text whatever the file system holds (a non-UTF-8 byte as \xff).
+        cluster = headers.get("cluster") or (file_label(rel.parts[0]) if len(rel.parts) > 1 else None)
+        client_id = headers.get("client.id") or props.get("client.id") or file_label(path.stem)
         client_type = headers.get("client.type")
         configs = []
         for key, value in props.items():
@@ -409,14 +459,14 @@ def read_properties_dir(root: str | Path) -> list[RawItem]:
             if typ == "LIST":
                 value = ",".join(v.strip() for v in value.split(","))
             configs.append({"key": key, "value": value, "type": typ, "is_default": False})
-        stamp = datetime.fromtimestamp(os.stat(path).st_mtime, UTC)
-        seed = f"{path.resolve()}:{stamp.isoformat()}"
+        where = file_label(path.resolve())
+        seed = f"{where}:{stamp.isoformat()}"
         record = {
             "snapshot_id": str(uuid.uuid5(_NAMESPACE, "snapshot:" + seed)),
             "received_at": stamp.isoformat(),
             "cluster_id": cluster,
             "broker_id": -1,
-            "client_instance_id": str(uuid.uuid5(_NAMESPACE, f"instance:{path.resolve()}")),
+            "client_instance_id": str(uuid.uuid5(_NAMESPACE, f"instance:{where}")),
             "client_id": client_id,
             "client_type": client_type,
             "client_software_name": None,
@@ -425,6 +475,5 @@ def read_properties_dir(root: str | Path) -> list[RawItem]:
             "client_address": None,
             "configs": configs,
         }
-        items.append(RawItem(position=f"{rel.as_posix()}:1", record=record))
+        items.append(RawItem(position=f"{file_label(rel.as_posix())}:1", record=record, file=rel.as_posix()))
     return items
-

@@ -11,11 +11,13 @@ from typing import Any
 from backend.configs.known_keys import is_librdkafka, type_markers
 from backend.configs.sensitive import (
     DroppedKeys,
+    address_list_shape,
     credential_shape,
     safe_excerpt,
     sensitive_reason,
     unparsed_excerpt,
 )
+from backend.plain_text import has_surrogate
 from backend.store.config_schemas import CLIENT_TYPES, CONFIG_TYPES
 
 MAX_RECORD_BYTES = 10 * 1024
@@ -188,12 +190,40 @@ def _entries(raw_configs: object) -> list[ConfigEntry]:
     return entries
 
 
+_NAMED_FIELDS = frozenset({*REQUIRED_FIELDS, *OPTIONAL_STR_FIELDS, "received_at", "client_type", "key", "value", "type",
+                           "is_default"})
+
+
+def _not_text(value: object, where: str, depth: int = 0) -> str | None:
+    """Where the record holds a string that is not text (a lone surrogate: JSON's \\udcff, which no lake can store);
+    known fields by name, others as '(a field)', never a value."""
+    if isinstance(value, str):
+        return where if has_surrogate(value) else None
+    if depth > 8:
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            name = k if isinstance(k, str) and k in _NAMED_FIELDS else "(a field)"
+            inner = f"{where}.{name}" if where else name
+            if isinstance(k, str) and has_surrogate(k):
+                return f"{inner} (its name)"
+            if found := _not_text(v, inner, depth + 1):
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            if found := _not_text(v, f"{where}[{i}]", depth + 1):
+                return found
+    return None
+
+
 def validate_record(obj: object, source: str, position: str) -> ParseOutcome:
     """Validate a parsed record and filter its sensitive keys; never raises on bad input."""
     outcome = ParseOutcome()
     try:
         if not isinstance(obj, dict):
             raise _Invalid("wrong_type", "record must be a JSON object")
+        if where := _not_text(obj, ""):
+            raise _Invalid("not_text", f"{where} holds a lone surrogate (not UTF-8 text)")
         for name in REQUIRED_FIELDS:
             if obj.get(name) is None:
                 raise _Invalid("missing_field", f"{name} is missing")
@@ -232,7 +262,8 @@ def validate_record(obj: object, source: str, position: str) -> ParseOutcome:
     for entry in entries:
         if sensitive_reason(entry.key, entry.type, client_type, rdkafka or unknown_software):
             outcome.dropped.add(entry.key)
-        elif credential_shape(entry.value):  # a secret under a harmless key: dropped and counted the same way
+        elif credential_shape(entry.value) or address_list_shape(entry.key, entry.value):
+            # a secret under a harmless key: dropped and counted the same way
             outcome.dropped.add(entry.key)
         else:
             kept.append(entry)

@@ -28,8 +28,10 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import overload
 
 from backend.configs.known_keys import java_types, known_type
+from backend.plain_text import utf8_safe, visible
 
 SENSITIVE_TYPES = frozenset({"PASSWORD", "CLASS"})
 _PREFIXES = ("sasl.", "security.", "ssl.")
@@ -161,11 +163,11 @@ def redact_text(text: str) -> str:
 _CREDENTIAL_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("jaas", re.compile(r"LoginModule\b|\b(?:username|password)\s*=\s*[\"']", re.IGNORECASE)),
     ("secret_pair", re.compile(
-        r"\b(?:password|passwd|pwd|secret|client[._-]?secret|token|api[._-]?key|access[._-]?key)\s*[=:]\s*\S",
+        r"\b(?:password|passwd|pwd|secret|client[._-]?secret|token|api[._-]?key|access[._-]?key)\s*[=:]\s*\S+",
         re.IGNORECASE)),
     ("userinfo", re.compile(r"(?:^|[\s,;/=])[^\s/:@,;=]+:[^\s/@,;]+@[^\s/@,;]+", re.IGNORECASE)),
     ("bearer", re.compile(r"\bbearer\s+[a-z0-9\-._~+/]{8,}", re.IGNORECASE)),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")),
     ("pem", re.compile(r"-----BEGIN [A-Z0-9 ]+-----")),
 )
 
@@ -180,11 +182,50 @@ def credential_shape(value: object) -> str | None:
     return None
 
 
+# One entry of a list of broker addresses: host:port, optionally behind a listener or protocol name ("SSL://").
+_ADDRESS = re.compile(r"^(?:[A-Za-z0-9_]+://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$")
+
+
+def address_list_shape(key: str, value: object) -> str | None:
+    """'not_addresses' when a broker-address list (bootstrap.servers) holds an entry that is not host:port.
+
+    A truncated ``user:secret@host:9092`` (a line cut short, a record damaged on the way) no longer has the '@' that
+    makes it a userinfo credential, yet its "port" is the secret: such an entry is withheld, not stored.
+    """
+    if not isinstance(value, str) or not key.lower().endswith("bootstrap.servers"):
+        return None
+    entries = [e.strip() for e in value.strip().strip("[]").split(",") if e.strip()]
+    return "not_addresses" if any(not _ADDRESS.match(e) for e in entries) else None
+
+
 def redact_shapes(text: str) -> str:
     """``text`` with every credential-shaped span replaced by [REDACTED] (log lines, error messages)."""
     for _, pattern in _CREDENTIAL_SHAPES:
         text = pattern.sub(REDACTED, text)
     return text
+
+
+MAX_ERROR_CHARS = 4096
+
+
+@overload
+def safe_error_text(text: str, limit: int = MAX_ERROR_CHARS) -> str: ...
+@overload
+def safe_error_text(text: None, limit: int = MAX_ERROR_CHARS) -> None: ...
+@overload
+def safe_error_text(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None: ...
+def safe_error_text(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
+    """An error text a broker (or ZooKeeper, or a client) controls, fit for the lake, the logs and the UI: secret pairs
+    and credential-shaped spans redacted by the rules that withhold values (and clean the logs), cut to `limit`
+    characters, valid UTF-8. Only the first 2 x `limit` characters are read, so a 16 MiB message costs no more."""
+    if text is None:
+        return None
+    head = text[: limit * 2]
+    cleaned = utf8_safe(redact_shapes(redact_text(head)))
+    if len(text) <= len(head) and len(cleaned) <= limit:
+        return cleaned
+    keep = cleaned[: max(0, limit - 48)]
+    return keep + f"… [{len(text) - len(keep):,} more characters cut]"
 
 
 _SENSITIVE_KEY_NAME = re.compile(
@@ -262,7 +303,7 @@ def _safe_configs(configs: object) -> object:
             entry["type"] = typ
         value = item.get("value")
         safe = (isinstance(key, str) and known and not is_sensitive(key, typ if isinstance(typ, str) else None)
-                and not is_sensitive_key(key))
+                and not is_sensitive_key(key) and address_list_shape(key, value) is None)
         entry["value"] = _safe_scalar(value) if safe and (value is None or isinstance(value, str)) else WITHHELD
         entries.append(entry)
     return entries
@@ -275,8 +316,12 @@ def unparsed_excerpt(text: str) -> str:
         ", ".join(names) or "none")
 
 
+LOG_CONTINUATION = "\n    "
+
+
 class SecretFilter(logging.Filter):
-    """A logging filter that redacts credential-shaped text and secret pairs from every record it passes."""
+    """A logging filter that redacts credential-shaped text and secret pairs from every record it passes, shows
+    control and bidi characters visibly, and indents the lines after a line break (`LOG_CONTINUATION`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Replace the record's message by its redacted text; never drops a record."""
@@ -284,7 +329,10 @@ class SecretFilter(logging.Filter):
             message = record.getMessage()
         except (TypeError, ValueError):
             return True
-        cleaned = redact_shapes(redact_text(message)) if message else message
+        # Secrets redacted; hidden characters shown (ESC cannot drive the terminal that tails the log, CR cannot
+        # overwrite a line), and the lines after a line break indented, so no text can forge a record of its own.
+        cleaned = LOG_CONTINUATION.join(map(visible, redact_shapes(redact_text(message)).split("\n"))) if message \
+            else message
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True

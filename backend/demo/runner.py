@@ -127,6 +127,10 @@ def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir:
         *auth,
         "[settings]",
         f"poll_interval_s = {args.poll_interval!r}",
+        # consumer groups at every poll (a little under the interval, so no poll skips its read), judged over 5 reads:
+        # the lab's stalled group shows as stalled within a few minutes
+        f"group_interval_s = {round(args.poll_interval * 0.9, 3)!r}",
+        "group_window = 5",
         "",
         "[service]",
         f"ui = {'false' if args.no_ui else 'true'}",

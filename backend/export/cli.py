@@ -1,7 +1,10 @@
-"""`python -m backend export --report drift|broker-configs --clusters a,b --out FILE [--keys k1,k2] [--lake ./lake]`.
+"""`python -m backend export --report drift|broker-configs|groups|readiness|readiness-keys --clusters a,b --out FILE [...]`.
 
-drift: the one-file HTML config-drift report (with the broker-config comparison as a section);
-broker-configs: the broker-config comparison as CSV.
+drift: the one-file HTML config-drift report (with the broker-config comparison, the consumer groups and upgrade
+readiness as sections); broker-configs: the broker-config comparison as CSV; groups: the consumer groups and their lag
+per partition as CSV; readiness: the upgrade-readiness checklist of each cluster with its verdict as CSV (`--target`,
+default the newest 4.x; `--clusters` optional: every polled cluster); readiness-keys: the client-config keys behind it
+(removed, or with a default the target changed) per cluster and client type, as CSV.
 """
 
 from __future__ import annotations
@@ -13,10 +16,18 @@ import tempfile
 from pathlib import Path
 
 from backend.config import configured_lake
-from backend.export.report import ReportError, build_broker_config_csv, build_drift_report
+from backend.export.report import (
+    ReportError,
+    build_broker_config_csv,
+    build_drift_report,
+    build_groups_csv,
+    build_readiness_csv,
+)
 from backend.store.location import LAKE_HELP
+from backend.views.readiness import known_targets
 
-REPORTS = ("drift", "broker-configs")
+REPORTS = ("drift", "broker-configs", "groups", "readiness", "readiness-keys")
+NEEDS_CLUSTERS = ("drift", "broker-configs", "groups")
 
 
 def _csv(text: str) -> list[str]:
@@ -29,13 +40,17 @@ def _csv(text: str) -> list[str]:
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the export sub-command's arguments to parser."""
     parser.add_argument("--report", choices=REPORTS, required=True, help="which report to render")
-    parser.add_argument("--clusters", type=_csv, required=True, help="comma-separated cluster names")
+    parser.add_argument("--clusters", type=_csv, default=None,
+                        help="comma-separated cluster names (required for drift and broker-configs; readiness: "
+                             "default every polled cluster)")
     parser.add_argument("--keys", type=_csv, default=None, help="comma-separated config keys (default: top drifting)")
     parser.add_argument("--include-identity", action="store_true",
                         help="rank identity keys (client.id, group.id, keys unique per instance) as drift too")
     parser.add_argument("--include-defaults", action="store_true",
                         help="broker-configs: also list configs at their default in every cluster")
-    parser.add_argument("--out", type=Path, required=True, help="output file (HTML for drift, CSV for broker-configs)")
+    parser.add_argument("--target", default=None,
+                        help="readiness: the target release line (default: the newest 4.x the versions table knows)")
+    parser.add_argument("--out", type=Path, required=True, help="output file (HTML for drift, CSV for the others)")
     parser.add_argument("--lake", default=None, help=LAKE_HELP)
     parser.add_argument("--config", default=None, help="fleet file (TOML) whose lake_path is the default lake")
 
@@ -43,9 +58,18 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 def run_export_command(args: argparse.Namespace) -> int:
     """Render the chosen report to args.out; return 0, or 2 with a clear message on bad input."""
     try:
+        if args.report in NEEDS_CLUSTERS and not args.clusters:
+            raise ReportError(f"--report {args.report} needs --clusters")
+        if args.target is not None and args.target not in known_targets():
+            raise ReportError(f"unknown --target {args.target}; known: {', '.join(known_targets())}")
         location = configured_lake(args.lake, fleet_file=args.config)
-        if args.report == "broker-configs":
+        if args.report in ("readiness", "readiness-keys"):
+            text = build_readiness_csv(location, args.target, clusters=args.clusters,
+                                       keys=args.report == "readiness-keys")
+        elif args.report == "broker-configs":
             text = build_broker_config_csv(location, args.clusters, include_defaults=args.include_defaults)
+        elif args.report == "groups":
+            text = build_groups_csv(location, args.clusters)
         else:
             text = build_drift_report(location, args.clusters, args.keys, include_identity=args.include_identity)
     except (ReportError, ValueError) as exc:  # a bad lake location or fleet file is a ValueError

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -12,7 +11,9 @@ import plotly.io as pio
 
 from backend.auth.scope import Scope
 from backend.export.csv_safe import safe_csv
-from backend.views import broker_config_views, charts, config_views, fleet_views, frames
+from backend.store import group_readers
+from backend.views import broker_config_views, charts, config_views, fleet_views, frames, group_views, readiness
+from backend.views.display import visible_frame
 
 DEFAULT_TOP_KEYS = 10
 _CSS = """
@@ -38,6 +39,8 @@ class DriftReportData:
     numeric: pd.DataFrame
     keys: list[str]
     broker_configs: pd.DataFrame  # broker configs side by side (differences first, defaults left out)
+    groups: pd.DataFrame = field(default_factory=pd.DataFrame)  # the chosen clusters' consumer groups
+    readiness: readiness.Readiness | None = None  # upgrade readiness of the chosen clusters (backend.views.readiness)
 
 
 def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None, *,
@@ -86,7 +89,11 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
     viewable = [c for c in clusters if scope.may_view(c)]
     broker_configs = broker_config_views.compare_broker_configs(
         scope.by_name(frames.broker_configs(location, viewable)), viewable)
+    groups = scope.by_name(group_readers.read_groups(location, viewable))
+    polled = [c for c in viewable if c in set(latest["cluster_name"])]  # a results-only cluster has no readiness
+    ready = load_readiness(location, polled, scope=scope) if polled else None
     return DriftReportData(
+        readiness=ready,
         clusters=latest[latest["cluster_name"].isin(clusters)],
         drift=drift[pair_ok & drift["key"].isin(chosen_keys)].sort_values("tvd", ascending=False),
         heatmap=heat,
@@ -94,6 +101,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
         numeric=numeric[numeric["cluster"].isin(clusters) & numeric["key"].isin(chosen_keys)],
         keys=chosen_keys,
         broker_configs=broker_configs,
+        groups=groups,
     )
 
 
@@ -102,7 +110,8 @@ def _top_keys(heat: pd.DataFrame, dist: pd.DataFrame) -> list[str]:
 
 
 def _table(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, escape=True, border=0, na_rep="—", float_format=lambda v: f"{v:.3f}")
+    # Cells HTML-escaped with their hidden characters (bidi overrides, controls) shown first, as on the pages.
+    return visible_frame(frame).to_html(index=False, escape=True, border=0, na_rep="—", float_format=lambda v: f"{v:.3f}")
 
 
 def _figure(fig: go.Figure, first: bool) -> str:
@@ -123,12 +132,14 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
     })
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>Config drift: {html.escape(', '.join(names))}</title><style>{_CSS}</style></head><body>",
-        f"<h1>Client config drift</h1><p class='meta'>clusters: {html.escape(', '.join(names))} · "
-        f"keys: {html.escape(', '.join(data.keys))} · generated {now:%Y-%m-%d %H:%M} UTC"
-        + (f" · lake {html.escape(lake_label)}" if lake_label else "") + "</p>",
+        f"<title>Config drift: {charts.esc(', '.join(names))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Client config drift</h1><p class='meta'>clusters: {charts.esc(', '.join(names))} · "
+        f"keys: {charts.esc(', '.join(data.keys))} · generated {now:%Y-%m-%d %H:%M} UTC"
+        + (f" · lake {charts.esc(lake_label)}" if lake_label else "") + "</p>",
         "<h2>Clusters</h2>", _table(summary),
         *_broker_config_section(data.broker_configs),
+        *_groups_section(data.groups, names),
+        *_readiness_section(data.readiness),
         "<h2>Drift by key and cluster pair</h2>",
         ("<p>Total variation distance between the value distributions of the latest client instances "
         "(0 = identical, 1 = disjoint).</p>"),
@@ -144,7 +155,7 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
     parts.append("<h2>Distributions per key</h2>")
     numeric_keys = set(data.numeric["key"])
     for key in data.keys:
-        parts.append(f"<h3>{html.escape(key)}</h3>")
+        parts.append(f"<h3>{charts.esc(key)}</h3>")
         if key in numeric_keys:
             parts.append(_figure(charts.numeric_distribution(data.numeric, key=key), first=False))
             cols = ["cluster", "client_type", "instances", "min", "p50", "p90", "max"]
@@ -173,6 +184,111 @@ def _broker_config_section(table: pd.DataFrame) -> list[str]:
                  "configs set somewhere differ, differences first; configs at their default everywhere are left "
                  "out; values the brokers mark sensitive are never stored.</p>")
     return parts + [_table(table.drop(columns=["all_default"]))]
+
+
+GROUP_ROWS = 50
+
+
+def _groups_section(groups: pd.DataFrame, clusters: list[str]) -> list[str]:
+    parts = ["<h2>Consumer groups</h2>"]
+    if groups.empty:
+        return parts + ["<p class='note'>No consumer groups read for these clusters yet (the poller reads them every "
+                        "group_interval_s).</p>"]
+    parts.append("<p>Groups by type and by Burrow-style status (judged from each group's window of reads), and the "
+                 "total lag, per cluster.</p>")
+    parts.append(_table(group_views.report_summary(groups, clusters)))
+    worst = group_views.worst_first(groups[groups["status"].isin(group_views.PROBLEMS)]).head(GROUP_ROWS)
+    if worst.empty:
+        parts.append("<p>No group is lagging, stalled, stopped or empty with lag.</p>")
+    else:
+        rows = group_views.list_rows(worst)[["cluster", "group", "status", "type", "state", "members", "lag",
+                                             "status_since"]]
+        parts += [f"<h3>Groups with a problem (worst {len(rows)})</h3>", _table(rows)]
+    return parts
+
+
+def build_groups_csv(location: str, clusters: list[str], *, scope: Scope | None = None) -> str:
+    """The chosen clusters' groups and their lag per partition (within ``scope``) as CSV (formula cells neutralised)."""
+    scope = scope or Scope()
+    if not clusters:
+        raise ReportError("choose at least one cluster")
+    known = set(fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))["cluster_name"])
+    unknown = [c for c in clusters if c not in known]
+    if unknown:
+        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+    groups = scope.by_name(group_readers.read_groups(location, clusters))
+    if groups.empty:
+        raise ReportError(f"no consumer groups stored for {', '.join(clusters)} in {location} yet")
+    frame = group_views.export_frame(groups, scope.by_name(group_readers.group_offsets(location, clusters)),
+                                     scope.by_name(group_readers.group_members(location, clusters)))
+    return safe_csv(frame)
+def _readiness_section(report: readiness.Readiness | None) -> list[str]:
+    parts = ["<h2>Upgrade readiness</h2>"]
+    if report is None or report.verdicts.empty:
+        return parts + ["<p class='note'>No readiness for these clusters.</p>"]
+    parts.append(f"<p>Target {charts.esc(report.target)}: blocked when an item fails, unverified when the product "
+                 "cannot tell an item (never ready by omission); see docs/client-inventory.md.</p>")
+    parts += [_table(report.verdicts), _table(report.items)]
+    if not report.keys.empty:
+        parts += ["<h3>Client-config keys removed or with a changed default</h3>",
+                  "<p>Per cluster and client type: instances that report the key, at its old default, at the new one, "
+                  "set otherwise, or not reporting it (from the known-keys table built from the real client jars).</p>",
+                  _table(report.keys)]
+    return parts
+
+
+def load_readiness(location: str, clusters: list[str] | None = None, target: str | None = None, *,
+                   scope: Scope | None = None) -> readiness.Readiness:
+    """Upgrade readiness of the chosen clusters (default: every cluster) within ``scope``, from the lake.
+
+    The same inputs the Upgrade readiness page reads: the latest clusters and brokers, the client inventory, and the
+    pipeline's default_share, distributions and client_versions (named by cluster; sensitive keys left out).
+    """
+    scope = scope or Scope()
+    if target is not None and target not in readiness.known_targets():
+        raise ReportError(f"unknown target {target}; known: {', '.join(readiness.known_targets())}")
+    history = scope.by_name(frames.known_clusters(location))
+    latest = fleet_views.latest_clusters(history)
+    if clusters:
+        unknown = [c for c in clusters if c not in set(latest["cluster_name"])]
+        if unknown:
+            raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: "
+                              f"{', '.join(sorted(latest['cluster_name'])) or 'none'}")
+        latest = latest[latest["cluster_name"].isin(clusters)]
+    if latest.empty:
+        raise ReportError(f"no polled clusters in {location}: run python -m backend poll first")
+    names = list(latest["cluster_name"])
+    ids = config_views.id_to_name(history)
+    results: dict[str, pd.DataFrame | None] = dict.fromkeys(("default_share", "distributions", "client_versions"))
+    if frames.results_exist(location):
+        for name in results:
+            frame = config_views.drop_sensitive(scope.by_id(frames.read_result(location, name)))
+            results[name] = config_views.name_clusters(frame, ids)
+    brokers = scope.by_name(frames.latest_rows(location, "broker_snapshots", with_data=True))
+    runs = scope.by_name(group_readers.group_runs(location, names))
+    groups = scope.by_name(group_readers.read_groups(location, names)) if not runs.empty else None
+    return readiness.readiness(latest, brokers[brokers["cluster_name"].isin(names)],
+                               scope.by_name(frames.inventory_rows(location, names)),
+                               scope.by_name(frames.inventory_runs(location, names)),
+                               default_share=results["default_share"], distributions=results["distributions"],
+                               client_versions=results["client_versions"], groups=groups,
+                               groups_read=frozenset(runs["cluster_name"]), target=target)
+
+
+def readiness_checklist(report: readiness.Readiness) -> pd.DataFrame:
+    """The checklist rows with each cluster's verdict and the target: the readiness CSV's table."""
+    table = report.items.merge(report.verdicts[["cluster_name", "verdict"]], on="cluster_name")
+    return table.assign(target=report.target)[["cluster_name", "verdict", "target", "item", "status", "detail"]]
+
+
+def build_readiness_csv(location: str, target: str | None = None, *, clusters: list[str] | None = None,
+                        keys: bool = False, scope: Scope | None = None) -> str:
+    """The readiness checklist (or, with ``keys``, the client-config keys behind it) of the chosen clusters (within
+    ``scope``) for the target, as CSV (formula cells neutralised)."""
+    report = load_readiness(location, clusters, target, scope=scope)
+    if keys:
+        return safe_csv(report.keys.assign(target=report.target))
+    return safe_csv(readiness_checklist(report))
 
 
 def build_broker_config_csv(location: str, clusters: list[str], *, include_defaults: bool = False,

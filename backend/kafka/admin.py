@@ -13,12 +13,13 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from backend.config import ClusterConfig
+if TYPE_CHECKING:  # the librdkafka helper process imports this module: it stays free of pandas and pyarrow
+    from backend.config import ClusterConfig
 
 TOPIC_BATCH_SIZE = 1000
 _KAFKA_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -37,7 +38,7 @@ _AUTH_HINTS = (
 
 
 class AdminCallError(Exception):
-    """A failed admin call; `kind` is "auth" for authentication failures, else "error"."""
+    """A failed admin call; `kind` is "auth" (authentication), "crashed" (the librdkafka helper died), else "error"."""
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)
@@ -136,12 +137,17 @@ def describe_error(error: object) -> str:
 class ClusterAdmin:
     """One AdminClient for one cluster, reused across polls; remembers recent client-level errors."""
 
-    def __init__(self, cluster: ClusterConfig, request_timeout_s: float) -> None:
-        """Create the AdminClient for a cluster (connects lazily)."""
-        self.cluster_name = cluster.name
+    def __init__(self, cluster: ClusterConfig | None, request_timeout_s: float = 10.0, *,
+                 name: str | None = None, conf: dict[str, Any] | None = None) -> None:
+        """Create the AdminClient for a cluster, or for `name` from a librdkafka `conf` (connects lazily)."""
+        if cluster is not None:
+            name, conf = cluster.name, cluster.librdkafka_config(request_timeout_s)
+        if name is None or conf is None:
+            raise ValueError("ClusterAdmin needs a cluster, or a name and a librdkafka configuration")
+        self.cluster_name = name
         self._errors: deque[KafkaError] = deque(maxlen=20)
         self._lock = threading.Lock()
-        conf = cluster.librdkafka_config(request_timeout_s)
+        conf = dict(conf)
         conf.update(
             {
                 "error_cb": self._on_error,
@@ -156,6 +162,13 @@ class ClusterAdmin:
     def _on_error(self, error: KafkaError) -> None:
         with self._lock:
             self._errors.append(error)
+
+    def paused(self) -> str | None:
+        """Why librdkafka is not used for this cluster now (never, in process: None)."""
+        return None
+
+    def resume(self) -> None:
+        """End a pause early (nothing to do in process)."""
 
     def take_errors(self) -> list[KafkaError]:
         """Return and forget the client-level errors seen since the last call."""
@@ -320,6 +333,9 @@ class AdminClientCache:
 
 
 def _config_fingerprint(cluster: ClusterConfig, request_timeout_s: float) -> str:
-    conf = cluster.librdkafka_config(request_timeout_s)
-    # A digest, so the secret is never held as text outside the client config.
+    return config_fingerprint(cluster.librdkafka_config(request_timeout_s))
+
+
+def config_fingerprint(conf: dict[str, Any]) -> str:
+    """A digest of a librdkafka configuration (so the secret is never held as text outside the client config)."""
     return hashlib.sha256(json.dumps(conf, sort_keys=True, default=str).encode()).hexdigest()

@@ -17,6 +17,7 @@ from typing import Any
 
 from backend.kafka import probe
 from backend.kafka import protocol as P
+from backend.kafka.answers import Checked, only_requested
 
 CLIENT_ID = "fleetview-configs"
 DEFAULT_BATCH = 200
@@ -63,7 +64,14 @@ class ConfigsAnswer:
     decoded: int = 0  # answers decoded
     reused: int = 0  # answers identical to the last one of their batch, not decoded again
     batch_keys: set[bytes] = field(default_factory=set)  # the memo keys of the batches asked
+    unrequested: int = 0  # resources in the answers that were not asked for (dropped)
+    repeated: int = 0  # resources answered twice (the second dropped)
+    unrequested_sample: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def answer_problem(self) -> str | None:
+        """What the broker answered beyond the question (None: nothing), as one line."""
+        return Checked([], self.unrequested, self.repeated, self.unrequested_sample).problem("config resources")
 
 
 class ConfigsMemo:
@@ -97,6 +105,13 @@ class ConfigsMemo:
     def __len__(self) -> int:
         with self._lock:
             return len(self._memos)
+
+
+def resource_label(resource: ResourceConfigs) -> str:
+    """'topic orders', 'broker 2': a resource as the problem lines name it."""
+    kind = {P.RESOURCE_TOPIC: "topic", P.RESOURCE_BROKER: "broker"}.get(resource.resource_type,
+                                                                        f"resource type {resource.resource_type}")
+    return f"{kind} {resource.name}"
 
 
 def batch_key(version: int, synonyms: bool, batch: Sequence[tuple[int, str]],
@@ -200,7 +215,12 @@ def describe_configs(host: str, port: int, resources: Sequence[tuple[int, str]],
                     answer.decoded += 1
                     if memo is not None:
                         memo.put(key, response_memo, parsed)
-                answer.resources.extend(parsed)
+                # Only the resources of this batch: a broker may add others (any name, any length).
+                checked = only_requested(batch, parsed, key=lambda r: (r.resource_type, r.name), label=resource_label)
+                answer.resources.extend(checked.kept)
+                answer.unrequested += checked.unrequested
+                answer.repeated += checked.repeated
+                answer.unrequested_sample = answer.unrequested_sample or checked.sample
         finally:
             sock.close()
         answer.ok = True

@@ -22,9 +22,15 @@ from typing import Any
 from backend.kafka import protocol as P
 from backend.kafka import versions
 
+# The consumer-group reads (backend.kafka.groups) only ask: they list, describe and fetch offsets, never join,
+# commit or delete.
+GROUP_READ_API_KEYS: frozenset[int] = frozenset({
+    P.API_FIND_COORDINATOR, P.API_LIST_GROUPS, P.API_DESCRIBE_GROUPS, P.API_CONSUMER_GROUP_DESCRIBE,
+    P.API_SHARE_GROUP_DESCRIBE, P.API_OFFSET_FETCH, P.API_LIST_OFFSETS,
+})
 READ_ONLY_API_KEYS: frozenset[int] = frozenset({
     P.API_API_VERSIONS, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE,
-    P.API_DESCRIBE_CLUSTER, P.API_METADATA, P.API_DESCRIBE_CONFIGS,
+    P.API_DESCRIBE_CLUSTER, P.API_METADATA, P.API_DESCRIBE_CONFIGS, *GROUP_READ_API_KEYS,
 })
 
 CLIENT_SOFTWARE_NAME = "fleetview-probe"

@@ -22,11 +22,18 @@ from typing import Any
 
 from backend.kafka.schemas import (
     API_API_VERSIONS,
+    API_CONSUMER_GROUP_DESCRIBE,
     API_DESCRIBE_CLUSTER,
     API_DESCRIBE_CONFIGS,
+    API_DESCRIBE_GROUPS,
+    API_FIND_COORDINATOR,
+    API_LIST_GROUPS,
+    API_LIST_OFFSETS,
     API_METADATA,
+    API_OFFSET_FETCH,
     API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,
+    API_SHARE_GROUP_DESCRIBE,
     API_VERSIONS_CLIENT_INSTANCE_ID_VERSION,
     API_VERSIONS_MAX_VERSION,
     DESCRIBE_CLUSTER_KIP885_VERSION,
@@ -61,6 +68,8 @@ from backend.kafka.wire import (
 
 # Re-exported so callers need only `from backend.kafka import protocol as P`.
 __all__ = [
+    "API_CONSUMER_GROUP_DESCRIBE", "API_DESCRIBE_GROUPS", "API_FIND_COORDINATOR", "API_LIST_GROUPS",
+    "API_LIST_OFFSETS", "API_OFFSET_FETCH", "API_SHARE_GROUP_DESCRIBE", "GROUP_ERRORS",
     "API_API_VERSIONS", "API_DESCRIBE_CLUSTER", "API_DESCRIBE_CONFIGS", "API_METADATA", "API_SASL_AUTHENTICATE",
     "API_SASL_HANDSHAKE", "API_VERSIONS_CLIENT_INSTANCE_ID_VERSION", "API_VERSIONS_MAX_VERSION",
     "CLUSTER_AUTHORIZATION_FAILED", "CONFIG_SOURCES", "CONFIG_TOO_LARGE", "CONFIG_TYPES",
@@ -91,6 +100,24 @@ INVALID_CONFIG = 40
 SASL_AUTHENTICATION_FAILED = 58
 MISMATCHED_ENDPOINT_TYPE = 114
 UNSUPPORTED_ENDPOINT_TYPE = 115
+# Errors of the group APIs (Kafka's Errors enum): retriable ones send the reader to the coordinator again.
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+GROUP_AUTHORIZATION_FAILED = 30
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_ID_NOT_FOUND = 69
+UNKNOWN_TOPIC_ID = 100
+GROUP_ERRORS: dict[int, str] = {
+    LEADER_NOT_AVAILABLE: "LEADER_NOT_AVAILABLE", NOT_LEADER_OR_FOLLOWER: "NOT_LEADER_OR_FOLLOWER",
+    COORDINATOR_LOAD_IN_PROGRESS: "COORDINATOR_LOAD_IN_PROGRESS", COORDINATOR_NOT_AVAILABLE: "COORDINATOR_NOT_AVAILABLE",
+    NOT_COORDINATOR: "NOT_COORDINATOR", GROUP_AUTHORIZATION_FAILED: "GROUP_AUTHORIZATION_FAILED",
+    TOPIC_AUTHORIZATION_FAILED: "TOPIC_AUTHORIZATION_FAILED", GROUP_ID_NOT_FOUND: "GROUP_ID_NOT_FOUND",
+    UNKNOWN_TOPIC_ID: "UNKNOWN_TOPIC_ID", 24: "INVALID_GROUP_ID", 25: "UNKNOWN_MEMBER_ID",
+    27: "REBALANCE_IN_PROGRESS", 78: "OFFSET_NOT_AVAILABLE", 113: "STALE_MEMBER_EPOCH",
+}
 # KIP-1324's CONFIG_TOO_LARGE has no number yet. Kafka's highest error code is 133 in 4.3.1
 # and 136 in 4.4.0; codes are assigned sequentially, so 1324 (the KIP number) stays clear.
 CONFIG_TOO_LARGE = 1324
@@ -109,6 +136,7 @@ ERROR_NAMES: dict[int, str] = {
     MISMATCHED_ENDPOINT_TYPE: "MISMATCHED_ENDPOINT_TYPE",
     UNSUPPORTED_ENDPOINT_TYPE: "UNSUPPORTED_ENDPOINT_TYPE",
     CONFIG_TOO_LARGE: "CONFIG_TOO_LARGE",
+    **GROUP_ERRORS,
 }
 
 # ConfigDef.Type ordinals, the values of PushConfig's ConfigType.
@@ -299,6 +327,16 @@ def _field_codec(f: Field, version: int, flex: bool) -> tuple[Decoder, Encoder, 
         if inner == "int32":
             return dec_int32_array, enc_int32_array, (1 if flex else 4)
         return dec_array, enc_array, (1 if flex else 4)
+    if f.type == "struct":  # one nested struct (Kafka's non-array struct fields, never nullable)
+        nested = _compile(f.fields, version, flex)
+        struct_name = f.name
+
+        def enc_struct(w: Writer, v: Any) -> None:
+            if not isinstance(v, dict):
+                raise ProtocolError(f"field {struct_name}: expected a dict, got {type(v).__name__}")
+            nested.encode(w, v)
+
+        return nested.decode, enc_struct, nested.min_size
     size = _SCALAR_MIN[f.type]
     if f.type in ("string", "bytes"):
         size = 1 if flex else (2 if f.type == "string" else 4)

@@ -13,6 +13,14 @@ API_SASL_HANDSHAKE = 17
 API_API_VERSIONS = 18
 API_SASL_AUTHENTICATE = 36
 API_DESCRIBE_CLUSTER = 60
+# Consumer groups, all read-only (issue 29): who reads what and how far behind.
+API_LIST_OFFSETS = 2
+API_OFFSET_FETCH = 9
+API_FIND_COORDINATOR = 10
+API_DESCRIBE_GROUPS = 15
+API_LIST_GROUPS = 16
+API_CONSUMER_GROUP_DESCRIBE = 69
+API_SHARE_GROUP_DESCRIBE = 77
 
 # KIP-1324 leaves PushConfig's key as "NEXT". Apache Kafka assigns keys sequentially:
 # 4.3.1 (the newest broker the tests run) uses 0..92 and 4.4.0 0..94, so taking the next key
@@ -64,7 +72,7 @@ class Field:
     """One field of a message schema."""
 
     name: str
-    type: str  # int8 int16 int32 int64 float64 bool string bytes uuid, []<scalar>, []struct
+    type: str  # int8 int16 int32 int64 float64 bool string bytes uuid, []<scalar>, []struct, struct (one, not null)
     versions: str = "0+"
     nullable: str | None = None
     default: Any = None
@@ -91,6 +99,8 @@ class Field:
             return ZERO_UUID
         if t == "float64":
             return 0.0
+        if t == "struct":
+            return {}
         return 0
 
 
@@ -292,10 +302,246 @@ _DESCRIBE_CONFIGS = MessageSchema(
     ),
 )
 
+# ---------------------------------------------------------------------------------------
+# Consumer groups (read-only): FindCoordinator, ListGroups, DescribeGroups, ConsumerGroupDescribe
+# (KIP-848), ShareGroupDescribe (KIP-932), OffsetFetch, ListOffsets. Every version of the 3.9.2 and
+# 4.3.1 message JSON (4.x removed OffsetFetch v0 and ListOffsets v0, KIP-896; 3.9 had
+# ShareGroupDescribe v0 in early access, 4.x v1 with the same fields).
+# ---------------------------------------------------------------------------------------
+
+_TOPIC_PARTITIONS = (
+    F("topic_partitions", "[]struct", fields=(
+        F("topic_id", "uuid"),
+        F("topic_name", "string"),
+        F("partitions", "[]int32"),
+    )),
+)
+
+_FIND_COORDINATOR = MessageSchema(
+    API_FIND_COORDINATOR, "FindCoordinator", (0, 6), 3,
+    request=(
+        F("key", "string", "0-3"),
+        F("key_type", "int8", "1+"),
+        F("coordinator_keys", "[]string", "4+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "1+"),
+        F("error_code", "int16", "0-3"),
+        F("error_message", "string", "1-3", nullable="1-3"),
+        F("node_id", "int32", "0-3"),
+        F("host", "string", "0-3"),
+        F("port", "int32", "0-3"),
+        F("coordinators", "[]struct", "4+", fields=(
+            F("key", "string", "4+"),
+            F("node_id", "int32", "4+"),
+            F("host", "string", "4+"),
+            F("port", "int32", "4+"),
+            F("error_code", "int16", "4+"),
+            F("error_message", "string", "4+", nullable="4+"),
+        )),
+    ),
+)
+
+_LIST_GROUPS = MessageSchema(
+    API_LIST_GROUPS, "ListGroups", (0, 5), 3,
+    request=(
+        F("states_filter", "[]string", "4+"),
+        F("types_filter", "[]string", "5+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "1+"),
+        F("error_code", "int16"),
+        F("groups", "[]struct", fields=(
+            F("group_id", "string"),
+            F("protocol_type", "string"),
+            F("group_state", "string", "4+"),
+            F("group_type", "string", "5+"),
+        )),
+    ),
+)
+
+_DESCRIBE_GROUPS = MessageSchema(
+    API_DESCRIBE_GROUPS, "DescribeGroups", (0, 6), 5,
+    request=(
+        F("groups", "[]string"),
+        F("include_authorized_operations", "bool", "3+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "1+"),
+        F("groups", "[]struct", fields=(
+            F("error_code", "int16"),
+            F("error_message", "string", "6+", nullable="6+"),
+            F("group_id", "string"),
+            F("group_state", "string"),
+            F("protocol_type", "string"),
+            F("protocol_data", "string"),
+            F("members", "[]struct", fields=(
+                F("member_id", "string"),
+                F("group_instance_id", "string", "4+", nullable="4+"),
+                F("client_id", "string"),
+                F("client_host", "string"),
+                F("member_metadata", "bytes"),
+                F("member_assignment", "bytes"),
+            )),
+            F("authorized_operations", "int32", "3+", default=_INT32_MIN),
+        )),
+    ),
+)
+
+_OFFSET_FETCH = MessageSchema(
+    API_OFFSET_FETCH, "OffsetFetch", (0, 10), 6,
+    request=(
+        F("group_id", "string", "0-7"),
+        F("topics", "[]struct", "0-7", nullable="2-7", fields=(
+            F("name", "string", "0-7"),
+            F("partition_indexes", "[]int32", "0-7"),
+        )),
+        F("groups", "[]struct", "8+", fields=(
+            F("group_id", "string", "8+"),
+            F("member_id", "string", "9+", nullable="9+"),
+            F("member_epoch", "int32", "9+", default=-1),
+            F("topics", "[]struct", "8+", nullable="8+", fields=(
+                F("name", "string", "8-9"),
+                F("topic_id", "uuid", "10+"),
+                F("partition_indexes", "[]int32", "8+"),
+            )),
+        )),
+        F("require_stable", "bool", "7+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "3+"),
+        F("topics", "[]struct", "0-7", fields=(
+            F("name", "string", "0-7"),
+            F("partitions", "[]struct", "0-7", fields=(
+                F("partition_index", "int32", "0-7"),
+                F("committed_offset", "int64", "0-7"),
+                F("committed_leader_epoch", "int32", "5-7", default=-1),
+                F("metadata", "string", "0-7", nullable="0-7"),
+                F("error_code", "int16", "0-7"),
+            )),
+        )),
+        F("error_code", "int16", "2-7"),
+        F("groups", "[]struct", "8+", fields=(
+            F("group_id", "string", "8+"),
+            F("topics", "[]struct", "8+", fields=(
+                F("name", "string", "8-9"),
+                F("topic_id", "uuid", "10+"),
+                F("partitions", "[]struct", "8+", fields=(
+                    F("partition_index", "int32", "8+"),
+                    F("committed_offset", "int64", "8+"),
+                    F("committed_leader_epoch", "int32", "8+", default=-1),
+                    F("metadata", "string", "8+", nullable="8+"),
+                    F("error_code", "int16", "8+"),
+                )),
+            )),
+            F("error_code", "int16", "8+"),
+        )),
+    ),
+)
+
+_LIST_OFFSETS = MessageSchema(
+    API_LIST_OFFSETS, "ListOffsets", (0, 11), 6,
+    request=(
+        F("replica_id", "int32"),
+        F("isolation_level", "int8", "2+"),
+        F("topics", "[]struct", fields=(
+            F("name", "string"),
+            F("partitions", "[]struct", fields=(
+                F("partition_index", "int32"),
+                F("current_leader_epoch", "int32", "4+", default=-1),
+                F("timestamp", "int64"),
+                F("max_num_offsets", "int32", "0", default=1),
+            )),
+        )),
+        F("timeout_ms", "int32", "10+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "2+"),
+        F("topics", "[]struct", fields=(
+            F("name", "string"),
+            F("partitions", "[]struct", fields=(
+                F("partition_index", "int32"),
+                F("error_code", "int16"),
+                F("old_style_offsets", "[]int64", "0"),
+                F("timestamp", "int64", "1+", default=-1),
+                F("offset", "int64", "1+", default=-1),
+                F("leader_epoch", "int32", "4+", default=-1),
+            )),
+        )),
+    ),
+)
+
+_CONSUMER_GROUP_DESCRIBE = MessageSchema(
+    API_CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", (0, 1), 0,
+    request=(
+        F("group_ids", "[]string"),
+        F("include_authorized_operations", "bool"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F("groups", "[]struct", fields=(
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+            F("group_id", "string"),
+            F("group_state", "string"),
+            F("group_epoch", "int32"),
+            F("assignment_epoch", "int32"),
+            F("assignor_name", "string"),
+            F("members", "[]struct", fields=(
+                F("member_id", "string"),
+                F("instance_id", "string", nullable="0+"),
+                F("rack_id", "string", nullable="0+"),
+                F("member_epoch", "int32"),
+                F("client_id", "string"),
+                F("client_host", "string"),
+                F("subscribed_topic_names", "[]string"),
+                F("subscribed_topic_regex", "string", nullable="0+"),
+                F("assignment", "struct", fields=_TOPIC_PARTITIONS),
+                F("target_assignment", "struct", fields=_TOPIC_PARTITIONS),
+                F("member_type", "int8", "1+", default=-1),
+            )),
+            F("authorized_operations", "int32", default=_INT32_MIN),
+        )),
+    ),
+)
+
+_SHARE_GROUP_DESCRIBE = MessageSchema(
+    API_SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", (0, 1), 0,
+    request=(
+        F("group_ids", "[]string"),
+        F("include_authorized_operations", "bool"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F("groups", "[]struct", fields=(
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+            F("group_id", "string"),
+            F("group_state", "string"),
+            F("group_epoch", "int32"),
+            F("assignment_epoch", "int32"),
+            F("assignor_name", "string"),
+            F("members", "[]struct", fields=(
+                F("member_id", "string"),
+                F("rack_id", "string", nullable="0+"),
+                F("member_epoch", "int32"),
+                F("client_id", "string"),
+                F("client_host", "string"),
+                F("subscribed_topic_names", "[]string"),
+                F("assignment", "struct", fields=_TOPIC_PARTITIONS),
+            )),
+            F("authorized_operations", "int32", default=_INT32_MIN),
+        )),
+    ),
+)
+
+_GROUP_SCHEMAS = (_FIND_COORDINATOR, _LIST_GROUPS, _DESCRIBE_GROUPS, _OFFSET_FETCH, _LIST_OFFSETS,
+                  _CONSUMER_GROUP_DESCRIBE, _SHARE_GROUP_DESCRIBE)
+
 SCHEMAS: dict[int, MessageSchema] = {
     s.api_key: s
     for s in (_API_VERSIONS, _METADATA, _DESCRIBE_CLUSTER, _SASL_HANDSHAKE, _SASL_AUTHENTICATE,
-              _DESCRIBE_CONFIGS, _PUSH_CONFIG)
+              _DESCRIBE_CONFIGS, _PUSH_CONFIG, *_GROUP_SCHEMAS)
 }
 
 

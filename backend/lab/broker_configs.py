@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from backend.kafka import protocol as P
@@ -29,6 +30,20 @@ INVALID_REQUEST = P.INVALID_REQUEST
 Level = tuple[str, str | None]  # (source, value)
 
 
+@dataclass(frozen=True)
+class HostileAnswers:
+    """What a hostile (or broken) broker slips into its DescribeConfigs answers: a lab fault for tests.
+
+    extra_topics: topic resources nobody asked for (name -> overrides), added to every answer that describes
+    topics; extra_broker: a broker resource nobody asked for (another id), added to every answer that describes
+    a broker; errors: (resource type, name) -> an error message the broker answers instead of the configs.
+    """
+
+    extra_topics: dict[str, dict[str, str]] = field(default_factory=dict)
+    extra_broker: str | None = None
+    errors: dict[tuple[int, str], str] = field(default_factory=dict)
+
+
 class LabConfigChangeError(ValueError):
     """A run-time config change a real broker would refuse (unknown key, read-only key, bad value)."""
 
@@ -45,6 +60,7 @@ class ClusterConfigs:
         self.dynamic_broker = {b.id: dict(b.dynamic_configs) for b in spec.brokers}
         self.topics: dict[str, dict[str, str]] = {t.name: dict(t.configs) for t in spec.topics}
         self.generation = 0  # bumped on every change: keys the brokers' cached answers
+        self.hostile: HostileAnswers | None = None
         self._lock = threading.RLock()
         self._inherited: dict[tuple[int, int], dict[str, tuple[str, str | None, list[tuple[str, Level]]]]] = {}
 
@@ -157,6 +173,12 @@ class ClusterConfigs:
                 self.topics[topic] = dict(configs)
             self.generation += 1
 
+    def set_hostile(self, hostile: HostileAnswers | None) -> None:
+        """Make every DescribeConfigs answer carry `hostile`'s additions (None: answer honestly again)."""
+        with self._lock:
+            self.hostile = hostile
+            self.generation += 1
+
     @staticmethod
     def _value(name: str, value: object, config_type: str) -> str:
         try:
@@ -250,4 +272,30 @@ class ClusterConfigs:
                 row.update(error_code=INVALID_REQUEST,
                            error_message=f"Resource type {kind} is not described by the lab broker")
             results.append(row)
+        if self.hostile is not None:
+            results = self._tampered(results, broker_id, version, with_synonyms)
         return {"throttle_time_ms": 0, "results": results}
+
+    def _tampered(self, results: list[dict[str, Any]], broker_id: int, version: int,
+                  with_synonyms: bool) -> list[dict[str, Any]]:
+        hostile = self.hostile
+        assert hostile is not None
+        for row in results:
+            message = hostile.errors.get((row["resource_type"], row["resource_name"]))
+            if message is not None:
+                row.update(error_code=INVALID_REQUEST, error_message=message, configs=[])
+        kinds = {row["resource_type"] for row in results}
+        if P.RESOURCE_TOPIC in kinds:
+            for topic, overrides in hostile.extra_topics.items():
+                entries = []
+                for name, d in self.catalog.topic.items():
+                    if name in overrides:
+                        entries.append(self._entry(name, DYNAMIC_TOPIC, overrides[name], False, False, d.type,
+                                                   [], version, with_synonyms))
+                results.append({"error_code": P.ERROR_NONE, "error_message": None, "resource_type": P.RESOURCE_TOPIC,
+                                "resource_name": topic, "configs": entries})
+        if P.RESOURCE_BROKER in kinds and hostile.extra_broker is not None:
+            results.append({"error_code": P.ERROR_NONE, "error_message": None, "resource_type": P.RESOURCE_BROKER,
+                            "resource_name": hostile.extra_broker,
+                            "configs": self.broker_entries(broker_id, None, version, with_synonyms)})
+        return results

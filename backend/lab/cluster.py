@@ -15,6 +15,7 @@ from backend.configs.sensitive import broker_refuses_type
 from backend.kafka import protocol as P
 from backend.lab.broker_configs import ClusterConfigs
 from backend.lab.faults import BrokerFaults
+from backend.lab.groups import LabGroups, synthetic_specs
 from backend.lab.model import BrokerSpec, ClusterSpec
 from backend.lab.sink import SinkWriter, iso_utc
 from backend.lab.state import LabState, TopicState, partition_assignment
@@ -94,6 +95,8 @@ class ClusterRuntime:
         self._configs_cache: dict[tuple[Any, ...], bytes] = {}
         self.zookeeper_connect: str | None = spec.zookeeper.connect if spec.zookeeper else None
         self.configs = ClusterConfigs(spec, self.identity_configs)
+        names = [t.name for t in state.topics(spec.name) if not t.internal]
+        self.groups = LabGroups(spec.name, [*spec.groups, *synthetic_specs(spec.synthetic_groups, names)])
 
     # ----------------------------------------------------------------- views
 
@@ -292,6 +295,33 @@ class ClusterRuntime:
             body["broker_software_name"] = self.spec.profile.software_name
             body["broker_software_version"] = self.software_version(broker_id)
         return body
+
+    def group_body(self, api_key: int, request: dict[str, Any], version: int, broker_id: int) -> dict[str, Any]:
+        """The answer to a consumer-group request (backend/lab/groups.py), from this cluster's topics and brokers."""
+        alive = [b.id for b in self.alive_brokers()]
+        topics = {t.name: t for t in self.state.topics(self.spec.name)}
+        partitions = {name: t.partitions for name, t in topics.items()}
+        if api_key == P.API_FIND_COORDINATOR:
+            return self.groups.find_coordinator(request, version, {b.id: (b.host, b.port) for b in self.alive_brokers()})
+        if api_key == P.API_LIST_GROUPS:
+            return self.groups.list_groups(request, version, broker_id, alive)
+        if api_key == P.API_DESCRIBE_GROUPS:
+            return self.groups.describe_groups(request, broker_id, alive, partitions)
+        ids = {name: t.topic_id for name, t in topics.items()}
+        if api_key in (P.API_CONSUMER_GROUP_DESCRIBE, P.API_SHARE_GROUP_DESCRIBE):
+            kind = "consumer" if api_key == P.API_CONSUMER_GROUP_DESCRIBE else "share"
+            return self.groups.describe_new_groups(request, broker_id, alive, partitions, ids, kind, version)
+        if api_key == P.API_OFFSET_FETCH:
+            return self.groups.offset_fetch(request, version, broker_id, alive, partitions, ids)
+        if api_key == P.API_LIST_OFFSETS:
+            leaders = {}
+            for name, t in topics.items():
+                for p, replicas in partition_assignment(t, list(self.brokers)).items():
+                    isr = [r for r in replicas if r in alive]
+                    if isr:
+                        leaders[(name, p)] = isr[0]
+            return self.groups.list_offsets(request, version, leaders, broker_id)
+        raise ValueError(f"api key {api_key} is not a group request")
 
     def push_config(self, request: dict[str, Any], raw_body_size: int, broker_id: int,
                     conn: ConnectionInfo, client_id: str | None) -> PushResult:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Self
 
+from backend.lab.broker_configs import HostileAnswers
 from backend.lab.cluster import BrokerRuntime, ClusterRuntime
 from backend.lab.faults import BrokerFaults, read_control_file, write_control_file
+from backend.lab.metrics_endpoint import LabMetrics
 from backend.lab.model import LabConfig, TopicSpec
 from backend.lab.server import BrokerServer
 from backend.lab.state import LabState, TopicState
@@ -58,7 +60,7 @@ class LabFleet:
     """Start/stop the lab clusters; run-time operations (faults, topics) are thread-safe."""
 
     def __init__(self, config: LabConfig, *, zookeeper_connect: str | None = None,
-                 state_file: Path | None = None, control_file: Path | None = None) -> None:
+                 state_file: Path | None = None, control_file: Path | None = None, metrics_padding: int = 200) -> None:
         self.config = config
         self.zookeeper_connect = zookeeper_connect or config.zookeeper_connect
         self.state = LabState.load(state_file or config.state_file)
@@ -72,6 +74,8 @@ class LabFleet:
         self._control_task: asyncio.Task[None] | None = None
         self._control_seen: str | None = None
         self._lock = threading.RLock()
+        self.metrics_padding = metrics_padding
+        self.metrics: LabMetrics | None = None
 
     # -------------------------------------------------------------- lifecycle
 
@@ -100,6 +104,7 @@ class LabFleet:
             with ThreadPoolExecutor(max_workers=4, thread_name_prefix="lab-zk") as pool:
                 list(pool.map(self._register_zk, self.runtimes.values()))  # bounded by each registrar's timeout
             self._control_task = self._run(self._start_control_watch())
+            self.metrics = LabMetrics(self, padding_series=self.metrics_padding).start()
         except BaseException:
             self.stop()
             raise
@@ -110,6 +115,9 @@ class LabFleet:
         loop = self._loop
         if loop is None:
             return
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         try:
             self._run(self._stop_servers())
         finally:
@@ -303,6 +311,10 @@ class LabFleet:
             raise KeyError(f"cluster {cluster!r} has no topic {topic!r}")
         self.runtimes[cluster].configs.set_topic_config(topic, name, value)
 
+    def set_hostile_answers(self, cluster: str, hostile: HostileAnswers | None) -> None:
+        """Lab fault: the cluster's brokers add `hostile`'s resources and errors to DescribeConfigs answers."""
+        self.runtimes[cluster].configs.set_hostile(hostile)
+
     def topic_id(self, cluster: str, name: str) -> str:
         """The current topic id (Kafka's 22-char text)."""
         return self.state.clusters[cluster].topics[name].topic_id
@@ -348,6 +360,8 @@ class LabFleet:
                           f"sasl_password_env = {_toml_str(env)}"]
             if rt.spec.tls is not None and rt.spec.tls.cafile:
                 lines.append(f"ssl_cafile = {_toml_str(rt.spec.tls.cafile)}")
+            if self.metrics is not None:
+                lines += ["[clusters.broker_metrics]", f"metrics_url = {_toml_str(self.metrics.url_template(name))}"]
             if info.zookeeper_connect and info.zookeeper_chroot:
                 lines += ["[clusters.zookeeper]", f"connect = {_toml_str(info.zookeeper_connect)}",
                           f"chroot = {_toml_str(info.zookeeper_chroot)}"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.lab.config_catalog import ConfigCatalog, config_value, load_catalogs
+from backend.lab.groups import BEHAVIOURS, GROUP_TYPES, GroupSpec
 
 PROFILES_FILE = Path(__file__).parent / "profiles" / "profiles.json"
 DEFAULT_MAX_CONFIG_BYTES = 10240
@@ -115,6 +116,22 @@ class SaslSpec:
 
 
 @dataclass(frozen=True)
+class MetricsClientSpec:
+    """A client the lab broker's metrics endpoint reports as connected (KIP-511), besides the real connections.
+
+    `deprecated` holds "Request:version" pairs (e.g. "Produce:2") it sends at `rate` requests per second on each
+    broker (KIP-896's DeprecatedRequestsPerSec count grows by that).
+    """
+
+    software_name: str
+    software_version: str
+    connections: int = 1
+    listener: str = "PLAINTEXT"
+    deprecated: tuple[tuple[str, int], ...] = ()
+    rate: float = 1.0
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     """One emulated cluster."""
 
@@ -131,6 +148,9 @@ class ClusterSpec:
     tags: dict[str, str] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)  # every broker's server.properties: STATIC_BROKER_CONFIG
     dynamic_configs: dict[str, str] = field(default_factory=dict)  # cluster-wide: DYNAMIC_DEFAULT_BROKER_CONFIG
+    groups: tuple[GroupSpec, ...] = ()  # synthetic consumer groups (backend/lab/groups.py)
+    synthetic_groups: int = 0  # that many more healthy groups, generated (benchmarks)
+    metrics_clients: tuple[MetricsClientSpec, ...] = ()  # extra clients the metrics endpoint reports
 
     @property
     def effective_controller(self) -> int:
@@ -215,6 +235,35 @@ def _configs(raw: Any, catalog: ConfigCatalog, where: str, *, topic: bool = Fals
     return out
 
 
+def _parse_groups(raw: Any, topics: set[str], where: str) -> tuple[GroupSpec, ...]:
+    """[[clusters.groups]]: name, topics, type (classic/consumer/share), behaviour, members, client_id, assignor."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise LabConfigError(f"{where}: groups must be an array of tables")
+    out = []
+    for i, g in enumerate(raw):
+        gw = f"{where} groups[{i}]"
+        name = _req(g, "name", gw)
+        group_topics = tuple(_req(g, "topics", gw))
+        unknown = [t for t in group_topics if t not in topics]
+        if unknown:
+            raise LabConfigError(f"{gw}: unknown topics {unknown} (the cluster has {sorted(topics)})")
+        kind = g.get("type", "classic")
+        if kind not in GROUP_TYPES:
+            raise LabConfigError(f"{gw}: type must be one of {', '.join(GROUP_TYPES)}, got {kind!r}")
+        behaviour = g.get("behaviour", "healthy")
+        if behaviour not in BEHAVIOURS:
+            raise LabConfigError(f"{gw}: behaviour must be one of {', '.join(BEHAVIOURS)}, got {behaviour!r}")
+        out.append(GroupSpec(name=str(name), topics=group_topics, type=kind, behaviour=behaviour,
+                             members=_int(g.get("members", 2), gw), client_id=g.get("client_id"),
+                             assignor=g.get("assignor")))
+    names = [g.name for g in out]
+    if len(set(names)) != len(names):
+        raise LabConfigError(f"{where}: duplicate group names {names}")
+    return tuple(out)
+
+
 def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int) -> ClusterSpec:
     name = _req(raw, "name", f"clusters[{index}]")
     where = f"cluster {name!r}"
@@ -284,12 +333,34 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
     if controller is not None and controller not in ids:
         raise LabConfigError(f"{where}: controller_id {controller} is not one of the brokers {ids}")
     tags = {str(k): str(v) for k, v in raw.get("tags", {}).items()}
+    metrics_clients = tuple(_metrics_client(c, f"{where} metrics_clients[{i}]")
+                            for i, c in enumerate(raw.get("metrics_clients", [])))
     return ClusterSpec(
         name=name, profile=profile, brokers=tuple(brokers), topics=tuple(topics), controller_id=controller,
         zookeeper=zk, misrouted_to=raw.get("misrouted_to"), policy=policy, tls=tls, sasl=sasl, tags=tags,
         configs=_configs(raw.get("configs"), catalog, f"{where} configs"),
         dynamic_configs=_configs(raw.get("dynamic_configs"), catalog, f"{where} dynamic_configs", dynamic=True),
+        groups=_parse_groups(raw.get("groups"), {t.name for t in topics}, where),
+        synthetic_groups=_int(raw.get("synthetic_groups", 0), f"{where} synthetic_groups"),
+        metrics_clients=metrics_clients,
     )
+
+
+def _metrics_client(raw: dict[str, Any], where: str) -> MetricsClientSpec:
+    deprecated = []
+    for item in raw.get("deprecated", []):
+        request, _, version = str(item).partition(":")
+        if not request or not version.isdigit():
+            raise LabConfigError(f"{where}: deprecated entries are \"Request:version\" such as \"Produce:2\", got {item!r}")
+        deprecated.append((request, int(version)))
+    try:
+        rate = float(raw.get("rate", 1.0))
+    except (TypeError, ValueError):
+        raise LabConfigError(f"{where}: rate must be a number") from None
+    return MetricsClientSpec(software_name=str(_req(raw, "software_name", where)),
+                             software_version=str(_req(raw, "software_version", where)),
+                             connections=_int(raw.get("connections", 1), where), listener=str(raw.get("listener", "PLAINTEXT")),
+                             deprecated=tuple(deprecated), rate=rate)
 
 
 def parse_lab_config(raw: dict[str, Any], base_dir: Path, profiles: dict[str, Profile] | None = None) -> LabConfig:

@@ -24,6 +24,9 @@ STOP_TIMEOUT_S = 5.0  # stop() waits at most this long for the listener to close
 WRITE_TIMEOUT_S = 30.0  # a client that stops reading is disconnected after this long
 MAX_REQUEST_BYTES = 1024 * 1024
 _PRE_AUTH_KEYS = {P.API_API_VERSIONS, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE}
+# Consumer groups (backend/lab/groups.py): every read the product and admin clients send.
+_GROUP_KEYS = frozenset({P.API_FIND_COORDINATOR, P.API_LIST_GROUPS, P.API_DESCRIBE_GROUPS, P.API_CONSUMER_GROUP_DESCRIBE,
+                         P.API_SHARE_GROUP_DESCRIBE, P.API_OFFSET_FETCH, P.API_LIST_OFFSETS})
 
 
 class _Close(Exception):
@@ -38,6 +41,8 @@ class BrokerServer:
         self.broker = broker
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        # Open connections (their KIP-511 software name/version), for the lab's metrics endpoint.
+        self.connections: dict[int, ConnectionInfo] = {}
 
     @property
     def listening(self) -> bool:
@@ -76,6 +81,7 @@ class BrokerServer:
         peer = writer.get_extra_info("peername")
         conn = ConnectionInfo(peer=f"{peer[0]}:{peer[1]}" if peer else None)
         handler = _Connection(self.cluster, self.broker, conn)
+        self.connections[id(conn)] = conn
         try:
             while True:
                 payload = await asyncio.wait_for(P.read_frame_async(reader, MAX_REQUEST_BYTES), IDLE_TIMEOUT_S)
@@ -102,6 +108,7 @@ class BrokerServer:
             log.exception("lab broker %s/%s: unexpected error", self.cluster.spec.name, self.broker.id)
         finally:
             self._writers.discard(writer)
+            self.connections.pop(id(conn), None)
             writer.close()
 
 
@@ -178,6 +185,8 @@ class _Connection:
             body_size = len(payload) - _pos
             result = self.cluster.push_config(body, body_size, self.broker.id, self.conn, header.client_id)
             out = {"throttle_time_ms": 0, "error_code": result.error_code, "error_message": result.error_message}
+        elif key in _GROUP_KEYS:
+            out = self.cluster.group_body(key, body, version, self.broker.id)
         elif key == P.API_SASL_HANDSHAKE:
             out = self._sasl_handshake(body, version)
         elif key == P.API_SASL_AUTHENTICATE:

@@ -44,7 +44,7 @@ from backend.pipeline.state_store import (
 from backend.store.tables import read_table
 
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
-                 "drift_keys", "group_drift", "client_versions", "config_alerts")
+                 "drift_keys", "group_drift", "group_configs", "client_versions", "config_alerts")
 
 
 @dataclass

@@ -208,6 +208,20 @@ def group_drift(groups: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+# The client configs that shape a consumer group: what the group page shows of its members' configs, and what the
+# fleet rule group_config_mismatch compares with the group the broker describes.
+GROUP_CONFIG_KEYS = ("group.protocol", "partition.assignment.strategy", "group.remote.assignor", "session.timeout.ms",
+                     "heartbeat.interval.ms", "max.poll.interval.ms", "max.poll.records", "auto.offset.reset",
+                     "enable.auto.commit", "isolation.level")
+
+
+def group_configs(groups: pd.DataFrame) -> pd.DataFrame:
+    """Per group and GROUP_CONFIG_KEYS key, the members (instances) reporting each value."""
+    picked = groups[groups["key"].isin(GROUP_CONFIG_KEYS)]
+    return picked[["cluster_id", "group_id", "key", "value", "n"]].rename(columns={"n": "instances"}).reset_index(
+        drop=True)
+
+
 def client_versions(versions: pd.DataFrame) -> pd.DataFrame:
     """client_versions_from_counts()."""
     return versions[[*VERSION_COUNT_KEYS, "n"]].rename(columns={"n": "instances"})
@@ -345,5 +359,6 @@ def results_tables(counts: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         "drift_clusters": pairs,
         "drift_keys": drift_keys(dist, pairs),
         "group_drift": group_drift(counts["group_counts"]),
+        "group_configs": group_configs(counts["group_counts"]),
         "client_versions": client_versions(counts["version_counts"]),
     }

@@ -51,6 +51,7 @@ def run_ingest_worker(worker: Worker, fleet: Fleet, lake: str) -> int:
     """Serve run requests ({"source": label}) until stopped; a broken source is an error outcome, never an exit."""
     sources = {source.label: source for source in fleet.client_configs}
     failing: dict[str, str] = {}  # a broken source is logged when it breaks, changes its error or recovers
+    unread_before: dict[str, list[tuple[str, str]]] = {}
     worker.send("hello", sources=sorted(sources))
     while not worker.stop.is_set():
         request = worker.next_request(1.0)
@@ -75,11 +76,17 @@ def run_ingest_worker(worker: Worker, fleet: Fleet, lake: str) -> int:
                         duration_s=time.monotonic() - began)
             continue
         detail = {"kind": source.kind, "records_read": result.records_read, "records_written": result.records_written,
-                  "quarantined": result.quarantined_total, "sensitive_dropped": result.sensitive_dropped_total}
+                  "quarantined": result.quarantined_total, "sensitive_dropped": result.sensitive_dropped_total,
+                  "files_unread": len(result.files_unread)}
         if failing.pop(label, None) is not None:
             log.info("ingest %s: works again", label)
         if result.records_read:
             log.info("ingest %s: %s", label, detail)
+        unread = sorted(result.files_unread.items())
+        if unread != unread_before.get(label, []):  # logged when it appears or changes, not every interval
+            for name, why in unread:
+                log.warning("ingest %s: file %s: %s", label, name, why)
+            unread_before[label] = unread
         worker.send("done", id=request.get("id"), source=label, outcome="ok", duration_s=time.monotonic() - began,
                     detail=detail)
     return 0

@@ -178,6 +178,8 @@ class Supervisor:
                                      "--server.port", str(self.plan.ui_port), "--server.address", self.plan.ui_address,
                                      "--server.headless", "true", "--browser.gatherUsageStats", "false",
                                      "--server.fileWatcherType", "none",
+                                     # no raw table export (formulas): also where .streamlit/ is not beside the app
+                                     "--client.disableDataExport", "true",
                                      *(["--server.baseUrlPath", self.service.ui_base_path.strip("/")]
                                        if self.service.ui_base_path.strip("/") else [])],
                               self.logs / "ui.log", env=ui_env, cwd=PACKAGE_ROOT)

@@ -40,7 +40,8 @@ def run_poll_worker(worker: Worker, fleet: Fleet, lake: str, interval_s: float |
     from backend.collect.poller import run_poller
     from backend.store.model import FleetPoll
 
-    metrics = FleetMetrics(lake)
+    metrics = FleetMetrics(lake, group_max_groups=fleet.settings.group_metrics_max_groups,
+                           group_max_topics=fleet.settings.group_metrics_max_topics)
     server = start_metrics_server(metrics, 0, "127.0.0.1")
     worker.send("hello", metrics_port=server.port)
     began = [time.monotonic()]

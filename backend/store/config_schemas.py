@@ -151,6 +151,17 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("computed_at", _TS, False),
         ("schema_version", pa.int32(), False),
     ],
+    # What the members of each consumer group configure for the keys that shape the group (issue 29: the group
+    # page's "members' client configs" and the config-vs-group fleet rule): instances per value.
+    "group_configs": [
+        ("cluster_id", pa.string(), False),
+        ("group_id", pa.string(), False),
+        ("key", pa.string(), False),
+        ("value", pa.string(), True),
+        ("instances", pa.int64(), False),
+        ("computed_at", _TS, False),
+        ("schema_version", pa.int32(), False),
+    ],
     # Client software per cluster (from the latest snapshot of each instance).
     "client_versions": [
         ("cluster_id", pa.string(), False),
@@ -202,6 +213,7 @@ RESULT_TABLES = (
     "drift_clusters",
     "drift_keys",
     "group_drift",
+    "group_configs",
     "client_versions",
     "config_alerts",
     "ingest_stats",

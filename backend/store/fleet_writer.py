@@ -12,8 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from backend.store import config_state, state
+from backend.store import config_state, group_state, inventory_state, state
+from backend.store.group_model import GroupSnapshot
 from backend.store.incidents import IncidentTracker
+from backend.store.inventory_model import InventorySnapshot
 from backend.store.lake import Lake, LakeError, _to_table
 from backend.store.migrate import migrate_v1, needs_migration
 from backend.store.model import Alert, ClusterSnapshot, ConfigSnapshot, FleetPoll, TopicSnapshot
@@ -140,6 +142,8 @@ class FleetWriter:
         self.manifest = state.read_manifest(lake) or state.new_manifest()
         self.memory: dict[str, ClusterMemory] = _memory_from_state(lake, self.manifest)
         self.configs: dict[str, ConfigSnapshot] = _configs_from_state(lake, self.manifest)
+        self.groups: dict[str, GroupSnapshot] = _groups_from_state(lake, self.manifest)
+        self.inventory: dict[str, InventorySnapshot] = _inventory_from_state(lake, self.manifest)
         self.incidents = IncidentTracker(lake, flush_interval_s=flush_interval_s)
         self._last_compact: datetime | None = None
         self._polls_since_compact = 0
@@ -160,6 +164,12 @@ class FleetWriter:
                 config_changes, config_tables = self._diff_configs(poll, snapshot)
                 cluster_changes += config_changes
                 tables.update(config_tables)
+                group_changes, group_tables = self._diff_groups(poll, snapshot)
+                cluster_changes += group_changes
+                tables.update(group_tables)
+                inventory_changes, inventory_tables = self._diff_inventory(poll, snapshot)
+                cluster_changes += inventory_changes
+                tables.update(inventory_tables)
                 for kind, table in tables.items():
                     _to_table(state.STATE_TABLES[kind], table, schema_for(state.STATE_TABLES[kind]))
                 if cluster_changes:
@@ -173,6 +183,10 @@ class FleetWriter:
             self.memory[snapshot.cluster_name] = memory
             if snapshot.configs is not None:
                 self.configs[snapshot.cluster_name] = snapshot.configs
+            if snapshot.groups is not None and group_tables:
+                self.groups[snapshot.cluster_name] = snapshot.groups
+            if snapshot.inventory is not None:
+                self.inventory[snapshot.cluster_name] = snapshot.inventory
         if changes:
             self.lake.write(CHANGES, changes, poll_id=poll.poll_id)
         if updates:
@@ -216,6 +230,8 @@ class FleetWriter:
         self.manifest = current
         self.memory = _memory_from_state(self.lake, current)
         self.configs = _configs_from_state(self.lake, current)
+        self.groups = _groups_from_state(self.lake, current)
+        self.inventory = _inventory_from_state(self.lake, current)
         self.incidents = IncidentTracker(self.lake, flush_interval_s=self.incidents.flush_interval_s)
 
     def _status_row(self, poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
@@ -336,6 +352,34 @@ class FleetWriter:
         tables["configs"] = config_state.state_table(poll.poll_id, poll.polled_at, s.cluster_name, s.cluster_id, new)
         return rows, tables
 
+    def _diff_groups(self, poll: FleetPoll, s: ClusterSnapshot) -> tuple[list[dict[str, Any]], dict[str, pa.Table]]:
+        """Change rows and state tables of a fresh read of the cluster's groups (nothing when it is the stored one)."""
+        new = s.groups
+        prev = self.groups.get(s.cluster_name)
+        if new is None or new is prev:
+            return [], {}
+        if prev is not None and new.collected_at < prev.collected_at:
+            return [], {}  # another writer stored a newer read: never go back to an older one
+        found = group_state.diff(prev, new, s.cluster_name)
+        rows = [change_row(poll, s, "group", kind, subject, before, after) for kind, subject, before, after in found]
+        return rows, group_state.state_tables(poll.poll_id, poll.polled_at, s.cluster_name, s.cluster_id, prev, new)
+    def _diff_inventory(self, poll: FleetPoll, s: ClusterSnapshot) -> tuple[list[dict[str, Any]], dict[str, pa.Table]]:
+        """Change rows and state tables of a freshly read client inventory (nothing when it is the stored one)."""
+        new = s.inventory
+        prev = self.inventory.get(s.cluster_name)
+        if new is None or new is prev:
+            return [], {}
+        if prev is not None and new.collected_at < prev.collected_at:
+            return [], {}  # another writer stored a newer read
+        tables = {"inventory_runs": inventory_state.runs_table(poll.poll_id, poll.polled_at, s.cluster_name,
+                                                               s.cluster_id, new)}
+        found = inventory_state.diff(prev, new, s.cluster_name)
+        if prev is None or not inventory_state.same_content(prev, new):
+            tables["inventory"] = inventory_state.state_table(poll.poll_id, poll.polled_at, s.cluster_name,
+                                                              s.cluster_id, new)
+        rows = [change_row(poll, s, "client", kind, subject, before, after) for kind, subject, before, after in found]
+        return rows, tables
+
     def state_tables(self) -> dict[str, pa.Table]:
         """The whole current state from memory (for checkpoints)."""
         parts: dict[str, list[pa.Table]] = {k: [] for k in state.CHECKPOINTED}
@@ -443,6 +487,18 @@ def _configs_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, Co
         return {}
     return config_state.snapshots_from_tables(state.read_state(lake, "configs", manifest=manifest),
                                               state.read_state(lake, "config_runs", manifest=manifest))
+
+
+def _groups_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, GroupSnapshot]:
+    if not any(entry.get("group_runs") for entry in manifest.get("clusters", {}).values()):
+        return {}
+    return group_state.snapshots_from_tables(*(state.read_state(lake, kind, manifest=manifest) for kind in (
+        "groups", "group_members", "group_offsets", "group_runs")))
+def _inventory_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, InventorySnapshot]:
+    if not any(entry.get("inventory_runs") for entry in manifest.get("clusters", {}).values()):
+        return {}
+    return inventory_state.snapshots_from_tables(state.read_state(lake, "inventory", manifest=manifest),
+                                                 state.read_state(lake, "inventory_runs", manifest=manifest))
 
 
 def migrate_v1_if_needed(lake: Lake) -> bool:

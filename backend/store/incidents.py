@@ -28,7 +28,8 @@ from backend.store.model import Alert
 from backend.store.schemas import INCIDENTS, SCHEMA_VERSION, schema_for
 from backend.store.state import read_open_incidents, write_open_incidents
 
-ONE_OFF_RULES = frozenset({"broker_upgraded", "topic_recreated", "topic_created", "topic_deleted", "controller_changed"})
+ONE_OFF_RULES = frozenset({"broker_upgraded", "topic_recreated", "topic_created", "topic_deleted", "controller_changed",
+                           "client_unknown_software_appeared"})
 
 Key = tuple[str, str, str]
 

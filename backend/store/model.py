@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from backend.store.group_model import GroupSnapshot
+from backend.store.inventory_model import InventorySnapshot
+
 STATUSES = ("ok", "degraded", "down", "auth_failed", "misrouted")
 NO_DATA_STATUSES = frozenset({"down", "auth_failed"})
 PROVENANCES = ("reported", "zookeeper", "guessed", "unknown")
@@ -93,6 +96,8 @@ class ClusterSnapshot:
     missing_broker_ids: list[int] = field(default_factory=list)
     duration_ms: float = 0.0
     configs: ConfigSnapshot | None = None  # the last collected configuration (None: never read, or collection off)
+    groups: GroupSnapshot | None = None  # the last read of its consumer groups (None: never read, or reading off)
+    inventory: InventorySnapshot | None = None  # the last client inventory read from the brokers' JMX metrics
 
     @property
     def has_data(self) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from backend.store.group_schemas import GROUP_SCHEMAS, GROUP_STATE_TABLES
+
 # Version 1: every poll wrote every cluster, broker, topic, ZooKeeper row and alert.
 # Version 2: status rows per poll, current state rewritten on change, change log, incidents.
 SCHEMA_VERSION = 2
@@ -185,6 +187,53 @@ SCHEMAS[CONFIG_RUNS] = pa.schema(
     ]
 )
 
+# Consumer groups (backend/store/group_schemas.py): state files per cluster, no day table.
+SCHEMAS.update(GROUP_SCHEMAS)
+# The client inventory (brokers' JMX metrics, KIP-511/KIP-896): state files per cluster, no day table.
+INVENTORY_STATE = "inventory_state"
+INVENTORY_RUNS = "inventory_runs"
+SCHEMAS[INVENTORY_STATE] = pa.schema(
+    [
+        ("poll_id", pa.string()),  # the poll that last rewrote this cluster's inventory
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("kind", pa.string()),  # connections (KIP-511) / deprecated (KIP-896)
+        ("broker_id", pa.int32()),
+        ("endpoint", pa.string()),
+        ("listener", pa.string()),  # connections only
+        ("software_name", pa.string()),  # as the client sent it ("unknown": clients before 2.4 send none)
+        ("software_version", pa.string()),
+        ("connections", pa.int64()),  # connections only
+        ("request", pa.string()),  # deprecated only: the request name, e.g. Produce
+        ("version", pa.int32()),  # deprecated only: the removed protocol version
+        ("count", pa.float64()),  # deprecated only: the broker's cumulative count
+        ("rate_per_s", pa.float64()),
+        ("first_seen_at", _TS),
+        ("last_increase_at", _TS),
+        ("schema_version", pa.int32()),
+    ]
+)
+SCHEMAS[INVENTORY_RUNS] = pa.schema(
+    [
+        ("poll_id", pa.string()),
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("collected_at", _TS),
+        ("source", pa.string()),  # metrics_url / prometheus
+        ("source_label", pa.string()),
+        ("status", pa.string()),  # ok / partial / no_kip511 / error
+        ("kip896", pa.string()),  # reported / none / not_exported / unavailable
+        ("dialect", pa.string()),  # jmx-default / strimzi / confluent / custom
+        ("message", pa.string()),
+        ("endpoints_json", pa.string()),  # endpoint -> error (null: read)
+        ("window_s", pa.float64()),
+        ("duration_ms", pa.float64()),
+        ("schema_version", pa.int32()),
+    ]
+)
+
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
 # Written by schema version 1 only; read by the migration and removed by retention.
 LEGACY_TABLES: tuple[str, ...] = (BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS)
@@ -198,6 +247,9 @@ STATE_TABLES: dict[str, str] = {
     "zk_nodes": ZK_SNAPSHOTS,
     "configs": CONFIG_STATE,
     "config_runs": CONFIG_RUNS,
+    **GROUP_STATE_TABLES,
+    "inventory": INVENTORY_STATE,
+    "inventory_runs": INVENTORY_RUNS,
 }
 # The kinds a daily checkpoint holds (the base `fleet_state_at` replays the change log onto).
 CHECKPOINT_KINDS: tuple[str, ...] = ("clusters", "brokers", "topics", "zk_nodes")

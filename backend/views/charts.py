@@ -8,6 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from backend.plain_text import visible
+
 TEMPLATE = "fleetview"
 SEVERITY_COLORS = {"critical": "#c62828", "warning": "#ef8f00", "info": "#1e88e5"}
 _PALETTE = ["#1e88e5", "#43a047", "#ef8f00", "#8e24aa", "#00897b", "#c62828", "#6d4c41", "#546e7a"]
@@ -17,7 +19,7 @@ __all__ = [
     "SEVERITY_COLORS", "TEMPLATE", "agreement_heatmap", "alerts_over_time_chart", "categorical_distribution",
     "client_versions_chart",
     "default_share_chart", "drift_heatmap", "esc", "numeric_distribution", "register_template", "upgrade_timeline_chart",
-    "version_matrix_chart",
+    "version_matrix_chart", "group_lag_window_chart", "groups_by_status_chart",
 ]
 
 
@@ -33,8 +35,9 @@ def register_template() -> None:
 
 
 def esc(value: object) -> str:
-    """Data as Plotly label text: Plotly renders <a href>, <span style> and <br> in labels, so escape them."""
-    return html.escape("" if value is None else str(value), quote=False)
+    """Data as Plotly label text: hidden characters made visible (`backend.plain_text.visible`: a bidi override
+    shows as <U+202E>), then HTML-escaped, since Plotly renders <a href>, <span style> and <br> in labels."""
+    return html.escape(visible(value), quote=False)
 
 
 def _escaped(values: object) -> list[str]:
@@ -226,4 +229,32 @@ def alerts_over_time_chart(df: pd.DataFrame, *, title: str = "Alerts over time")
                             marker_color=SEVERITY_COLORS.get(sev))
                      for sev, part in df.groupby("severity")])
     fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_title="alerts")
+    return fig
+
+
+def group_lag_window_chart(df: pd.DataFrame, *, group: str, title: str | None = None) -> go.Figure:
+    """A group's lag at each read of its window (read_at, lag): the trend its status is judged on."""
+    register_template()
+    title = title or f"Lag of {esc(group)} over its window"
+    if df.empty:
+        return _empty(title, "no reads yet")
+    lag = df["lag"].astype("float64")
+    fig = go.Figure(go.Scatter(x=df["read_at"], y=lag, mode="lines+markers", name="lag",
+                               hovertemplate="%{x|%H:%M:%S}<br>lag %{y:,.0f}<extra></extra>"))
+    fig.update_layout(title=title, template=TEMPLATE, yaxis_title="records behind", height=300, showlegend=False)
+    return fig
+
+
+def groups_by_status_chart(df: pd.DataFrame, *, title: str = "Consumer groups by status") -> go.Figure:
+    """Stacked bars of groups per cluster (x: cluster) and status (one column per status)."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no groups")
+    colors = {"ok": "#43a047", "lagging": "#ef8f00", "stalled": "#c62828", "stopped": "#6d4c41",
+              "empty_with_lag": "#8e24aa", "unknown": "#9e9e9e"}
+    statuses = [c for c in df.columns if c != "status"] if "status" in df.columns else []
+    fig = go.Figure([go.Bar(x=_escaped(statuses), y=[row[c] for c in statuses], name=esc(row["status"]),
+                            marker_color=colors.get(str(row["status"])))
+                     for _, row in df.iterrows()])
+    fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_title="groups")
     return fig

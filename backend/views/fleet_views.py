@@ -395,7 +395,15 @@ CHANGE_LABELS = {
     "config_removed": "config removed",
     "broker_configs_first_seen": "broker configs first read",
     "broker_configs_gone": "broker configs gone",
+    # consumer groups (members joining and leaving are on the group's own page)
+    "group_created": "group created",
+    "group_deleted": "group deleted",
+    "group_state_changed": "group state changed",
+    "group_protocol_changed": "group protocol changed",
+    "group_assignor_changed": "group assignor changed",
 }
+_GROUP_FIELD = {"group_state_changed": "state", "group_protocol_changed": "group_type",
+                "group_assignor_changed": "protocol", "member_joined": "client_id", "member_left": "client_id"}
 _CHANGE_FIELD = {"topic": "topic_id", "topic_partitions_changed": "partitions", "topic_rf_changed": "replication_factor",
                  "broker_address_changed": "host", "controller_changed": "controller_id", "cluster_id_changed":
                  "cluster_id", "zk_cluster_id_changed": "zk_cluster_id"}
@@ -410,6 +418,10 @@ def _side(text: object, kind: str, entity: str) -> str:
             return f"{row.get('configs', '')} configs" if "configs" in row else ""
         shown = f"(withheld: {row['withheld']})" if row.get("withheld") else str(row.get("value"))
         return f"{shown} [{row.get('source')}]"
+    if entity == "group":
+        if kind in _GROUP_FIELD:
+            return str(row.get(_GROUP_FIELD[kind], ""))
+        return ", ".join(str(row[k]) for k in ("group_type", "state") if row.get(k)) or f"{row.get('members', '')} members"
     if entity == "broker" and kind == "broker_version_changed":
         return software_label(pd.Series(row))
     field = _CHANGE_FIELD.get(kind) or _CHANGE_FIELD.get(entity, "")

@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from backend.store import config_readers, readers
+from backend.store import config_readers, inventory_readers, readers
 from backend.store.config_schemas import RESULT_TABLES, arrow_schema
 from backend.store.lake import Lake
 from backend.store.schemas import schema_for
@@ -111,6 +111,16 @@ def broker_configs(location: str, clusters: Iterable[str]) -> pd.DataFrame:
 def config_runs(location: str, clusters: Iterable[str]) -> pd.DataFrame:
     """When each of the clusters asked for had its configs read, and what could not be."""
     return config_readers.config_runs(location, list(clusters))
+
+
+def inventory_rows(location: str, clusters: Iterable[str] | None = None) -> pd.DataFrame:
+    """Stored client inventory rows (connections, deprecated requests) of the clusters asked for (all: None)."""
+    return inventory_readers.inventory_rows(location, None if clusters is None else list(clusters))
+
+
+def inventory_runs(location: str, clusters: Iterable[str] | None = None) -> pd.DataFrame:
+    """The last client-inventory read of each cluster asked for (all: None)."""
+    return inventory_readers.inventory_runs(location, None if clusters is None else list(clusters))
 
 
 def version_timeline(location: str) -> pd.DataFrame:

@@ -123,6 +123,8 @@ class KafkaZkCluster:
     version: str = KAFKA_ZK_VERSION
     brokers: list[BrokerNode] = field(default_factory=list)
     cluster_id: str = ""
+    jvm_args: list[str] = field(default_factory=list)  # e.g. the Prometheus JMX exporter's -javaagent
+    auto_create_topics: bool = False
 
     @property
     def bootstrap(self) -> str:
@@ -152,12 +154,13 @@ class KafkaZkCluster:
                 "transaction.state.log.min.isr": 1,
                 "group.initial.rebalance.delay.ms": 0,
                 "num.partitions": 1,
-                "auto.create.topics.enable": "false",
+                "auto.create.topics.enable": str(self.auto_create_topics).lower(),
                 "broker.rack": "rack-a",
                 "log.segment.bytes": 1048576,
             },
         )
-        proc = JavaProcess("kafka39-broker-0", _classpath(self.version), ["kafka.Kafka", str(props)], self.workdir / "broker-0" / "kafka.log")
+        proc = JavaProcess("kafka39-broker-0", _classpath(self.version), ["kafka.Kafka", str(props)],
+                           self.workdir / "broker-0" / "kafka.log", jvm_args=list(self.jvm_args))
         self.brokers = [BrokerNode(0, port, proc)]
         proc.start()
         wait_for_port(port, proc, START_TIMEOUT_S)

@@ -58,6 +58,7 @@ class JavaProcess:
     log: Path
     heap_mb: int = 384
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    jvm_args: list[str] = field(default_factory=list)  # extra JVM options, e.g. a -javaagent
 
     def start(self) -> None:
         """Launch the JVM with stdout and stderr appended to the log file."""
@@ -80,6 +81,7 @@ class JavaProcess:
             # Every request a broker completes is logged with its api key and client id, so tests
             # can prove which requests the product sent (the read-only test).
             "-Dorg.slf4j.simpleLogger.log.kafka.request.logger=debug",
+            *self.jvm_args,
             "-cp",
             self.classpath,
             *self.main,

@@ -31,6 +31,9 @@ def make_tls_files(folder: Path, hostname: str = "localhost") -> TlsFiles:
     """Create a CA and a server certificate valid for 127.0.0.1 and localhost."""
     folder.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC)
+    # Valid far on both sides of now: under `--clock-shift` Python's clock runs ahead while OpenSSL checks the
+    # certificate against the real one, and the certificate must hold for both.
+    validity = dt.timedelta(days=1000)
     ca_key = _key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fleetview test CA")])
     ca_cert = (
@@ -39,8 +42,8 @@ def make_tls_files(folder: Path, hostname: str = "localhost") -> TlsFiles:
         .issuer_name(ca_name)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=30))
+        .not_valid_before(now - validity)
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
@@ -51,8 +54,8 @@ def make_tls_files(folder: Path, hostname: str = "localhost") -> TlsFiles:
         .issuer_name(ca_name)
         .public_key(server_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=30))
+        .not_valid_before(now - validity)
+        .not_valid_after(now + validity)
         .add_extension(
             x509.SubjectAlternativeName([x509.DNSName(hostname), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,

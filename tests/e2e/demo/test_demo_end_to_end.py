@@ -24,6 +24,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from backend.store.group_readers import read_groups
 from backend.store.readers import alerts as read_alerts
 from backend.store.readers import latest_clusters
 from tests.conftest import ARTIFACTS, page_errors, wait_for_streamlit
@@ -31,8 +32,13 @@ from tests.rig.procs import REPO, free_port, log_tail
 
 FLEET_FAMILIES = {"misrouted cluster": "zk_cluster_id_mismatch", "topic recreated": "topic_recreated", "version skew": "version_skew"}
 READY_TIMEOUT_S = 420
-PAGES = {"": "Fleet", "cluster": "Cluster", "compare": "Compare", "client_configs": "Client configs", "alerts": "Alerts", "export": "Export"}
-EMPTY_STATE_MARKERS = ("No poll snapshots", "not run yet", "No client-config results")
+PAGES = {"": "Fleet", "cluster": "Cluster", "compare": "Compare", "consumer_groups": "Consumer groups",
+         "client_configs": "Client configs", "clients": "Clients", "upgrade": "Upgrade readiness", "alerts": "Alerts",
+         "export": "Export"}
+# The lab's prod-eu groups (lab.toml) and the status each must reach: a healthy, a lagging, a stalled and an empty one.
+DEMO_GROUPS = {"orders-consumers": "ok", "payments-consumers": "lagging", "fraud-consumers": "stalled",
+               "notifications-consumers": "empty_with_lag"}
+EMPTY_STATE_MARKERS = ("No poll snapshots", "not run yet", "No client-config results", "No cluster has a broker metrics source")
 
 
 def _config_alerts(lake: Path) -> pd.DataFrame:
@@ -148,6 +154,16 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
     assert families == {*FLEET_FAMILIES, "misconfiguration"}, f"after {READY_TIMEOUT_S}s: {families}\n{log_tail(demo.log)}"
     print(f"demo: all four alert families in the lake after {READY_TIMEOUT_S - (deadline - time.monotonic()):.0f}s")
 
+    # The lab's groups show each status (the stalled one needs its window of reads: group_window = 5 in the demo).
+    statuses: dict[str, str] = {}
+    while time.monotonic() < deadline + 120:
+        groups = read_groups(demo.lake, ["prod-eu"])
+        statuses = dict(zip(groups["group_id"], groups["status"], strict=True))
+        if all(statuses.get(g) == s for g, s in DEMO_GROUPS.items()):
+            break
+        time.sleep(2)
+    assert {g: statuses.get(g) for g in DEMO_GROUPS} == DEMO_GROUPS, f"{statuses}\n{log_tail(demo.log)}"
+
     # The seeded broker and topic config differences of lab.toml are incidents (configs are read at the first poll).
     fleet = read_alerts(demo.lake)
     seeded = set(zip(fleet["cluster_name"], fleet["rule"], fleet["subject"], strict=True))
@@ -162,6 +178,7 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
         exposition = response.read().decode("utf-8")
     assert 'kafka_fleet_cluster_up{cluster="prod-eu"} 1.0' in exposition, exposition[:2000]
     assert 'kafka_fleet_cluster_status{cluster="staging-zk",status="misrouted"} 1.0' in exposition
+    assert 'kafka_fleet_group_status{cluster="prod-eu",group="fraud-consumers",status="stalled"} 1.0' in exposition
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -177,7 +194,18 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
         shown = page.inner_text("body")
         for machine_path in (str(REPO), str(demo.lake), "/tmp/", "/home/", "/root/"):
             assert machine_path not in shown, f"{path}: {machine_path} is visible"
+        if path == "upgrade":  # the expanders' labels are text (the tables are drawn on a canvas)
+            assert re.search(r"analytics-zk\s*·\s*blocked", main), main[:1500]
         page.screenshot(path=str(shots / f"demo-{path or 'fleet'}.png"), full_page=True)
+
+    # The same readiness as CSV through the export command: the lab's old reporting job (a 0.10 producer: no software
+    # name, Produce v2) blocks analytics-zk by name.
+    out = demo.lake.parent / "readiness.csv"
+    done = demo.cli("export", "--report", "readiness", "--lake", str(demo.lake), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    checklist = pd.read_csv(out)
+    protocol = checklist[(checklist["cluster_name"] == "analytics-zk") & (checklist["item"] == "removed protocol versions")]
+    assert protocol["status"].iloc[0] == "fail" and "Produce v2 by unknown unknown" in protocol["detail"].iloc[0]
 
     # The Alerts page shows each family (over the whole history): filter by its rule and count what remains.
     _open(page, f"{demo.url}/alerts")

@@ -35,7 +35,10 @@ FRAGMENTS = [
     f"https://{EVIL}/auto", f"www.{EVIL}", "=HYPERLINK(\"http://evil.invalid\")", "+1+1", "-2", "@SUM(A1)",
     "\t", "\n", "|a|b|", "# head", "> quote", "&lt;", "&amp;", "\\", "'", '"', "{{x}}", "${x}", "%{x}",
     "<br>", "<span style='color:red'>s</span>",
+    # bidi overrides and isolates, terminal escapes, bell, separators, zero-width (issue 32): shown, never obeyed
+    "\u202e", "\u2066", "\x1b[31m", "\x07", "\r", "\u2028", "\u200b",
 ]
+HIDDEN_IN_DOM = "\u202e\u2066\x1b\x07\u2028\u200b"
 hostile = st.lists(st.sampled_from(FRAGMENTS) | st.text(alphabet="abc <>[]()!*_:=", max_size=6),
                    min_size=1, max_size=4).map(lambda parts: MARK + "".join(parts))
 PAGES = ["", "cluster?cluster=prod", "cluster?cluster=edge", "compare", "client_configs", "alerts", "export"]
@@ -88,8 +91,15 @@ def _results(root: Path, s: list[str], ids: list[str]) -> None:
                        "value_counts_json": json.dumps({s[6]: 1, s[7]: 1})})
     drift.append({"cluster_a": ids[0], "cluster_b": ids[1], "client_type": "producer", "key": "acks", "tvd": 0.5,
                   "instances_a": 12, "instances_b": 12, "dominant_value_a": s[0], "dominant_value_b": s[1]})
+    # Identity keys (the toggles' help= tooltips) and dropped sensitive key names (the ingest tile's help=)
+    drift_keys = [{"client_type": "producer", "key": s[2], "cluster_id": ids[0], "instances": 40, "distinct_values": 40,
+                   "dominant_value": "x", "dominant_share": 0.025, "max_tvd": 0.0, "distinct_share": 1.0}]
+    stats = [{"run_id": "r1", "ran_at": datetime.now(UTC), "source": "sink", "location": s[6], "metric": metric,
+              "detail": detail, "count": 1}
+             for metric, detail in (("records_read", ""), ("sensitive_dropped", s[0]), ("sensitive_dropped", s[1]))]
     for name, rows in (("distributions", dist), ("numeric_summary", numeric), ("drift_clusters", drift),
-                       ("client_versions", versions), ("config_alerts", alerts), ("group_drift", groups)):
+                       ("client_versions", versions), ("config_alerts", alerts), ("group_drift", groups),
+                       ("drift_keys", drift_keys), ("ingest_stats", stats)):
         write_result(root, name, rows)
 
 
@@ -120,7 +130,16 @@ def test_random_hostile_strings_render_as_text_on_every_page(
             wait_for_streamlit(page)
             page.wait_for_timeout(500)
             assert page_errors(page) == [], path
+            if path == "client_configs":  # every help= tooltip, hovered: they render Markdown
+                icons = page.locator("[data-testid='stTooltipHoverTarget']")
+                for i in range(icons.count()):
+                    if icons.nth(i).is_visible():
+                        icons.nth(i).hover(force=True)
+                        page.wait_for_timeout(100)
+                        assert _injected(page) == {"links": 0, "images": 0, "elements": 0, "scripts": 0}, (i, strings)
             assert _injected(page) == {"links": 0, "images": 0, "elements": 0, "scripts": 0}, (path, strings)
+            text = page.evaluate("() => document.body.innerText")
+            assert not any(c in text for c in HIDDEN_IN_DOM), (path, [hex(ord(c)) for c in HIDDEN_IN_DOM if c in text])
             if path.startswith("cluster?cluster=prod"):
                 assert MARK in page.inner_text("body"), path  # shown, as text
     finally:

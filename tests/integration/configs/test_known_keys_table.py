@@ -1,4 +1,5 @@
-"""known_keys.json is what the real client definitions say: regenerated from the jars and compared."""
+"""known_keys.json is what the real client definitions say (keys, types, defaults): regenerated from the jars and
+compared."""
 
 from __future__ import annotations
 
@@ -31,3 +32,11 @@ def test_what_the_definitions_say() -> None:
     assert clients["share_consumer"]["share.acknowledgement.mode"][0][0] == "4.1"
     assert "auto.offset.reset" in table["share_unsupported"]
     assert "application.id" in clients["streams"] and "application.id" not in clients["consumer"]
+    # Defaults per release, as ConfigDef renders them: the ones Kafka 4.0 changed (upgrade readiness reads these).
+    defaults = table["defaults"]
+    assert defaults["producer"]["linger.ms"] == [["2.8", "3.9", "0"], ["4.0", "4.4", "5"]]
+    assert defaults["consumer"]["metadata.recovery.strategy"] == [["3.8", "3.9", "none"], ["4.0", "4.4", "rebootstrap"]]
+    assert defaults["producer"]["acks"] == [["2.8", "2.8", "1"], ["3.0", "4.4", "all"]]
+    assert defaults["producer"]["transactional.id"] == [["2.8", "4.4", None]]  # a null default
+    assert "key.serializer" not in defaults["producer"]  # no default: left out
+    assert defaults["streams"]["state.dir"] == [["2.8", "4.4", "${java.io.tmpdir}/kafka-streams"]]  # not this machine's

@@ -23,7 +23,15 @@ MESSAGES = {
     P.API_SASL_HANDSHAKE: "SaslHandshake",
     P.API_SASL_AUTHENTICATE: "SaslAuthenticate",
     P.API_DESCRIBE_CONFIGS: "DescribeConfigs",
+    P.API_FIND_COORDINATOR: "FindCoordinator",
+    P.API_LIST_GROUPS: "ListGroups",
+    P.API_DESCRIBE_GROUPS: "DescribeGroups",
+    P.API_CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
+    P.API_OFFSET_FETCH: "OffsetFetch",
+    P.API_LIST_OFFSETS: "ListOffsets",
 }
+_SCALARS = ("int8", "int16", "int32", "int64", "string", "bytes", "uuid", "bool", "float64")
 
 
 def _jar(version: str) -> Path:
@@ -68,7 +76,10 @@ def _in(spec: str | None, v: int) -> bool:
     return rng is not None and rng[0] <= v <= rng[1]
 
 
-def _json_shape(fields: list[dict[str, Any]], v: int, flexible: bool) -> list[tuple[Any, ...]]:
+def _json_shape(fields: list[dict[str, Any]], v: int, flexible: bool,
+                common: dict[str, list[dict[str, Any]]] | None = None) -> list[tuple[Any, ...]]:
+    """Each field present in version v: (name, type, nullable, tag, sub-fields); structs resolved through commonStructs."""
+    common = common or {}
     out = []
     for f in fields:
         if not _in(f["versions"], v):
@@ -77,9 +88,12 @@ def _json_shape(fields: list[dict[str, Any]], v: int, flexible: bool) -> list[tu
             continue
         t = f["type"]
         sub: list[tuple[Any, ...]] = []
-        if t.startswith("[]") and t[2:] not in ("int8", "int16", "int32", "int64", "string", "bytes", "uuid", "bool"):
+        if t.startswith("[]") and t[2:] not in _SCALARS:
+            sub = _json_shape(f.get("fields") or common[t[2:]], v, flexible, common)
             t = "[]struct"
-            sub = _json_shape(f["fields"], v, flexible)
+        elif not t.startswith("[]") and t not in _SCALARS:  # one nested struct
+            sub = _json_shape(f.get("fields") or common[t], v, flexible, common)
+            t = "struct"
         out.append((_snake(f["name"]), t, _in(f.get("nullableVersions"), v), f.get("tag"), tuple(sub)))
     return out
 
@@ -91,7 +105,7 @@ def _our_shape(fields: tuple[P.Field, ...], v: int, flexible: bool) -> list[tupl
             continue
         if f.tag is not None and not flexible:
             continue
-        sub = _our_shape(f.fields, v, flexible) if f.type == "[]struct" else []
+        sub = _our_shape(f.fields, v, flexible) if f.type in ("[]struct", "struct") else []
         out.append((f.name, f.type, _in(f.nullable, v), f.tag, tuple(sub)))
     return out
 
@@ -109,7 +123,8 @@ def test_codec_fields_match_kafkas_message_json(kafka_version: str, api_key: int
         assert schema.valid_versions[0] <= lo and schema.valid_versions[1] >= hi
         for v in range(lo, hi + 1):
             flexible = schema.is_flexible(v)
-            assert _our_shape(ours, v, flexible) == _json_shape(spec["fields"], v, flexible), (
+            common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+            assert _our_shape(ours, v, flexible) == _json_shape(spec["fields"], v, flexible, common), (
                 f"{MESSAGES[api_key]}{kind} v{v} differs from kafka-clients-{kafka_version}")
 
 

@@ -104,7 +104,8 @@ def test_prometheus_scrapes_the_fleet_and_fires_cluster_down(own_lab: LabFleet, 
         _wait("prometheus ready", lambda: urllib.request.urlopen(f"{base}/-/ready", timeout=2).status == 200, 60, logs)
         loaded = _get(f"{base}/api/v1/rules")["data"]["groups"][0]["rules"]
         assert {r["name"] for r in loaded} == {"KafkaClusterDown", "KafkaClusterMisrouted", "KafkaBrokerVersionSkew",
-                                              "KafkaTopicRecreated"}
+                                              "KafkaTopicRecreated", "KafkaConsumerGroupStalled",
+                                              "KafkaConsumerGroupLagGrowing"}
         lab_names = set(own_lab.clusters)
 
         def all_scraped() -> dict[str, float] | None:
@@ -119,6 +120,10 @@ def test_prometheus_scrapes_the_fleet_and_fires_cluster_down(own_lab: LabFleet, 
             assert brokers[name] == len(info.brokers), (name, brokers)
             assert len([i for i in infos if i["metric"]["cluster"] == name]) == len(info.brokers)
         assert _by_cluster(_query(base, "kafka_fleet_topics"))["prod-eu"] > 0
+        # the lab's consumer groups: lag per group is a series of its own (lab.toml's prod-eu groups)
+        lags = _wait("group lag series", lambda: {i["metric"]["group"] for i in _query(
+            base, 'kafka_fleet_group_lag_records{cluster="prod-eu"}')} or None, 60, logs)
+        assert {"orders-consumers", "payments-consumers", "fraud-consumers"} <= lags, lags
         for metric in ("brokers_reachable", "under_replicated_partitions", "offline_partitions",
                        "poll_duration_seconds", "last_successful_poll_timestamp_seconds"):
             assert set(_by_cluster(_query(base, f"kafka_fleet_{metric}"))) >= lab_names, metric

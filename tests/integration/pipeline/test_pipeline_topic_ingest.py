@@ -100,3 +100,27 @@ def test_topic_ingest_validates_and_writes_in_bounded_batches(kafka4: Any, tmp_p
     assert sum(load_progress(lake, topic_state_name(topic, bootstrap)).values()) == 25  # type: ignore[arg-type]
     again = ingest_topic(lake, topic, bootstrap, timeout_s=30, batch=10)
     assert (again.records_read, again.batches) == (0, 1)
+
+
+def test_a_poison_message_costs_only_itself_through_the_cli(kafka4: Any, tmp_path: Path, capsys: Any) -> None:
+    """Valid JSON holding a lone surrogate (issue 32): quarantined as not_text; the good messages around it are
+    written and the offsets saved, so the next run goes on (on the previous main every run failed)."""
+    bootstrap, lake = kafka4.bootstrap, str(tmp_path / "lake")
+    topic = f"client-configs-{uuid.uuid4().hex[:8]}"
+    _create_topic(bootstrap, topic)
+    poison = json.dumps(record([cfg("acks", "all")], client_id="POISON")).replace('"POISON"', '"\\udcff x"')
+    _produce(bootstrap, topic, [(0, json.dumps(record([cfg("acks", "all")], client_id="t1"))), (0, poison),
+                                (0, json.dumps(record([cfg("acks", "1")], client_id="t2")))])
+    parser = argparse.ArgumentParser()
+    add_ingest_arguments(parser)
+    args = ["--lake", lake, "--topic", topic, "--bootstrap", bootstrap, "--timeout", "30"]
+    assert run_ingest_command(parser.parse_args(args)) == 0
+    out = capsys.readouterr().out
+    assert "records written:     2" in out and "not_text: 1" in out, out
+    assert sorted(read_table(lake, "client_configs").column("client_id").unique().to_pylist()) == ["t1", "t2"]
+    assert [(q["reason"], q["position"]) for q in read_table(lake, "quarantine").to_pylist()] == [
+        ("not_text", f"{topic}:0:1")]
+    assert load_progress(lake, topic_state_name(topic, bootstrap))["0"] == 3
+    _produce(bootstrap, topic, [(0, json.dumps(record([cfg("acks", "0")], client_id="t3")))])
+    assert run_ingest_command(parser.parse_args(args)) == 0
+    assert "records written:     1" in capsys.readouterr().out

@@ -13,7 +13,10 @@ from tests.rig.procs import REPO
 # What a poll cycle sent before broker configs were read; DescribeConfigs is the one request added since.
 POLL_API_KEYS_BEFORE_CONFIGS = {P.API_API_VERSIONS, P.API_METADATA, P.API_DESCRIBE_CLUSTER, P.API_SASL_HANDSHAKE,
                                 P.API_SASL_AUTHENTICATE}
-READ_ONLY_API_KEYS = POLL_API_KEYS_BEFORE_CONFIGS | {P.API_DESCRIBE_CONFIGS}
+# Reading consumer groups added these, all reads (FindCoordinator only when a group's coordinator moved).
+GROUP_API_KEYS = {P.API_LIST_GROUPS, P.API_DESCRIBE_GROUPS, P.API_CONSUMER_GROUP_DESCRIBE, P.API_SHARE_GROUP_DESCRIBE,
+                  P.API_OFFSET_FETCH, P.API_LIST_OFFSETS, P.API_FIND_COORDINATOR}
+READ_ONLY_API_KEYS = POLL_API_KEYS_BEFORE_CONFIGS | {P.API_DESCRIBE_CONFIGS} | GROUP_API_KEYS
 
 
 def test_a_poll_cycle_over_the_lab_fleet_sends_only_read_only_requests(lab_fleet: LabFleet, tmp_path: Path) -> None:
@@ -38,7 +41,12 @@ def test_a_poll_cycle_over_the_lab_fleet_sends_only_read_only_requests(lab_fleet
     sent = {(api_key, client) for rows in seen.values() for _b, api_key, _v, client in rows}
     assert {api_key for api_key, _ in sent} <= READ_ONLY_API_KEYS, sorted(sent)
     assert P.PUSH_CONFIG_API_KEY not in {api_key for api_key, _ in sent}
-    assert {api_key for api_key, _ in sent} - POLL_API_KEYS_BEFORE_CONFIGS == {P.API_DESCRIBE_CONFIGS}
+    added = {api_key for api_key, _ in sent} - POLL_API_KEYS_BEFORE_CONFIGS
+    assert added <= {P.API_DESCRIBE_CONFIGS} | GROUP_API_KEYS, sorted(added)
+    # the lab's groups were read: listed, described (classic, KIP-848 and share groups), offsets and end offsets
+    assert {P.API_DESCRIBE_CONFIGS, P.API_LIST_GROUPS, P.API_DESCRIBE_GROUPS, P.API_CONSUMER_GROUP_DESCRIBE,
+            P.API_SHARE_GROUP_DESCRIBE, P.API_OFFSET_FETCH, P.API_LIST_OFFSETS} <= added, sorted(added)
+    assert {client for api_key, client in sent if api_key in GROUP_API_KEYS} == {"fleetview-groups"}
     # Every broker of every cluster was asked for its own configs.
     for name, runtime in lab_fleet.runtimes.items():
         asked = {broker for broker, api_key, *_ in seen[name] if api_key == P.API_DESCRIBE_CONFIGS}

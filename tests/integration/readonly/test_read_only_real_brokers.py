@@ -11,7 +11,12 @@ import json
 import re
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.collect.conftest import kafka4_toml, kafka39_toml, settings_toml
 from tests.rig.kafka import KafkaKraftCluster, KafkaZkCluster, ZooKeeperServer
@@ -22,7 +27,11 @@ READ_ONLY_APIS = {
     "API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER", "SASL_HANDSHAKE", "SASL_AUTHENTICATE",
     "DESCRIBE_CONFIGS", "DESCRIBE_TOPIC_PARTITIONS", "LIST_OFFSETS", "DESCRIBE_ACLS",
     "DESCRIBE_LOG_DIRS", "LIST_GROUPS", "DESCRIBE_GROUPS", "GET_TELEMETRY_SUBSCRIPTIONS", "PUSH_TELEMETRY",
+    "CONSUMER_GROUP_DESCRIBE", "SHARE_GROUP_DESCRIBE", "OFFSET_FETCH", "FIND_COORDINATOR",
 }  # fmt: skip
+# Reading consumer groups added these, every one a read (FindCoordinator only when a group's coordinator moved).
+GROUP_APIS = {"LIST_GROUPS", "DESCRIBE_GROUPS", "CONSUMER_GROUP_DESCRIBE", "SHARE_GROUP_DESCRIBE", "OFFSET_FETCH",
+              "LIST_OFFSETS", "FIND_COORDINATOR"}
 # What a poll cycle sent before broker configs were read; DescribeConfigs is the one request added since.
 POLL_APIS_BEFORE_CONFIGS = {
     "API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER", "SASL_HANDSHAKE", "SASL_AUTHENTICATE", "DESCRIBE_TOPIC_PARTITIONS",
@@ -58,6 +67,8 @@ def _requests_since(offsets: dict[Path, int]) -> list[tuple[str, str]]:
 def test_a_poll_cycle_sends_only_read_only_requests_to_real_brokers(
     kafka4: KafkaKraftCluster, kafka39: KafkaZkCluster, zookeeper: ZooKeeperServer, tmp_path: Path
 ) -> None:
+    for cluster in (kafka4, kafka39):  # a group with committed offsets on each, so there is something to read
+        _group_with_offsets(cluster.bootstrap, f"readonly-{uuid.uuid4().hex[:6]}")
     fleet = tmp_path / "clusters.toml"
     fleet.write_text(settings_toml() + kafka4_toml(kafka4) + kafka39_toml(kafka39, zookeeper))
     logs = [b.proc.log for b in kafka4.brokers] + [b.proc.log for b in kafka39.brokers]
@@ -76,7 +87,30 @@ def test_a_poll_cycle_sends_only_read_only_requests_to_real_brokers(
     # The cycle really reached every kind of broker with the calls the poller makes.
     assert {"API_VERSIONS", "METADATA", "DESCRIBE_CLUSTER", "DESCRIBE_CONFIGS"} <= apis, sorted(set(requests))[:40]
     assert apis <= READ_ONLY_APIS, f"non-read-only requests from the product: {sorted(apis - READ_ONLY_APIS)}"
-    # Reading broker and topic configs added exactly one kind of request: DescribeConfigs, from its own client id.
-    assert apis - POLL_APIS_BEFORE_CONFIGS == {"DESCRIBE_CONFIGS"}, sorted(apis)
+    # Reading broker and topic configs added one kind of request, DescribeConfigs, and reading consumer groups the
+    # group reads; each from its own client id.
+    assert apis - POLL_APIS_BEFORE_CONFIGS <= {"DESCRIBE_CONFIGS"} | GROUP_APIS, sorted(apis)
+    assert {"DESCRIBE_CONFIGS", "LIST_GROUPS", "DESCRIBE_GROUPS", "OFFSET_FETCH", "LIST_OFFSETS"} <= apis, sorted(apis)
     configs_clients = {client for api, client in product if api == "DESCRIBE_CONFIGS"}
     assert configs_clients == {"fleetview-configs"}, configs_clients
+    group_clients = {client for api, client in product if api in GROUP_APIS}
+    assert group_clients == {"fleetview-groups"}, group_clients
+
+
+def _group_with_offsets(bootstrap: str, name: str) -> None:
+    """A topic with a few records and a classic group that committed some of them, then left (Empty)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(name, value=str(i).encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": name, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([name])
+    got, deadline = 0, time.monotonic() + 30
+    while got < 5 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        got += message is not None and not message.error()
+    consumer.commit(asynchronous=False)
+    consumer.close()

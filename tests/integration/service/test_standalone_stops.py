@@ -60,8 +60,8 @@ def test_poll_finishes_its_poll_on_sigterm(service_lab: LabFleet, tmp_path: Path
         _wait_for(proc, log, "the first poll", lambda: "prod-eu status=" in log.read_text())
         for broker in service_lab.runtimes["prod-eu"].brokers:
             service_lab.set_fault("prod-eu", broker, latency_ms=1500)  # the next poll takes a while
-        printed = log.read_text().count("prod-eu status=")
-        time.sleep(2.0)  # inside the slow poll
+        time.sleep(2.0)  # inside a slow poll (a fast one that began before the faults may finish meanwhile)
+        printed = log.read_text().count("prod-eu status=")  # read at the signal: the slow poll (9 s) is in progress
         assert _stop(proc, log) == 0
         # The poll in progress was finished and written: one more line than before the signal.
         assert log.read_text().count("prod-eu status=") == printed + 1, log_tail(log)

@@ -9,7 +9,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.collect.metrics import MAX_LABEL_CHARS, FleetMetrics
+from backend.collect.metrics import MAX_LABEL_CHARS, FleetMetrics, label_value
 from backend.store.model import Alert, BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 
 AT = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -48,5 +48,13 @@ def test_values_come_from_the_latest_poll_and_hostile_strings_stay_labels(tmp_pa
     assert samples["kafka_fleet_last_successful_poll_timestamp_seconds"] == [({"cluster": "prod"}, AT.timestamp())]
     assert samples["kafka_fleet_topic_recreations_total"] == [({"cluster": "gone"}, 0.0), ({"cluster": "prod"}, 1.0)]
     info = {s[0]["broker_id"]: s[0] for s in samples["kafka_fleet_broker_info"]}
-    assert info["1"]["version"] == HOSTILE[: MAX_LABEL_CHARS - 1] + "…"  # escaped and parsed back intact, cut
+    # the line break shown visibly, quotes and backslashes escaped by the format and parsed back intact, cut
+    assert info["1"]["version"] == HOSTILE.replace("\n", "␊")[: MAX_LABEL_CHARS - 1] + "…"
     assert info["2"]["version"] == "3.7-3.9" and info["2"]["provenance"] == "guessed"
+
+
+def test_control_and_bidi_characters_reach_labels_only_visibly() -> None:
+    for raw, shown in (("4.3.1\r", "4.3.1␍"), ("a\x1b[31mred\x07", "a␛[31mred␇"), ("abc\u202egpj.exe", "abc<U+202E>gpj.exe"),
+                       ("x\x00y\u2028z\udcff", "x␀y<U+2028>z<U+DCFF>"), (None, ""), (7, "7")):
+        assert label_value(raw) == shown
+    assert len(label_value("\x1b" * 500)) == MAX_LABEL_CHARS

@@ -143,3 +143,16 @@ def test_no_module_but_the_sanitizer_compiles_its_own_secret_regex() -> None:
                     and any(w in node.args[0].value.lower() for w in _POLICY_WORDS)):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_a_cut_userinfo_in_a_bootstrap_list_is_withheld_and_real_address_lists_are_kept() -> None:
+    from backend.configs.sensitive import address_list_shape
+
+    # A line cut before the '@' of user:secret@host:9092 leaves the secret as the "port".
+    assert address_list_shape("bootstrap.servers", "u:Cnry9x7q") == "not_addresses"
+    assert address_list_shape("bootstrap.servers", "[k1:9092, u:Cnry9x7q]") == "not_addresses"
+    assert address_list_shape("producer.bootstrap.servers", "k1:9092,u:x") == "not_addresses"
+    for fine in ("k1:9092", "[k1.prod.example:9093, k2.prod.example:9093]", "SASL_SSL://k1:9094,[::1]:9092",
+                 "10.0.0.5:9092, 10.0.0.6:9092"):
+        assert address_list_shape("bootstrap.servers", fine) is None, fine
+    assert address_list_shape("client.id", "u:Cnry9x7q") is None  # only broker-address lists have this shape

@@ -15,7 +15,7 @@ import random
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from backend.cli import main
@@ -82,6 +82,7 @@ def test_sink_fuzz(tmp_path_factory: object, seed: int, damages: list[int]) -> N
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32), blocks=st.integers(1, 4), cut=st.floats(0.1, 1.0), stray=st.booleans())
+@example(seed=2, blocks=2, cut=0.15625, stray=True)  # the file ends inside "bootstrap.servers = [u:<canary>@"
 def test_java_log_fuzz(tmp_path_factory: object, seed: int, blocks: int, cut: float, stray: bool) -> None:
     rng = random.Random(seed)
     root = tmp_path_factory.mktemp("fuzz-log")  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.unit.dashboard.lake_fixture import CLUSTERS, SECRET_VALUE, T1
 
-PAGES = ("fleet", "cluster", "compare", "client_configs", "alerts", "export")
+PAGES = ("fleet", "cluster", "compare", "client_configs", "clients", "upgrade", "alerts", "export")
 OpenPage = Callable[..., AppTest]
 
 
@@ -38,6 +38,7 @@ TABLE_COLUMNS = {
     "cluster_config_split": {"config", "broker 1", "broker 3"},
     "cluster_topic_overrides": {"topic", "config", "value", "type"},
     "compare_broker_configs": {"config", "differs", "all_default", "prod-eu", "prod-us"},
+    "upgrade_keys": {"key", "default_before", "default_after", "at_old_default", "affected"},
 }
 
 
@@ -217,6 +218,19 @@ def test_export_page_offers_report_for_chosen_clusters(fixture_lake: Path, open_
     app.multiselect(key="export_report_clusters").select("prod-eu").select("prod-us").run()
     assert not app.exception
     assert not app.error
+    labels = [b.proto.label for b in app.get("download_button")]
+    assert {"Download readiness checklist (CSV)", "Download client-config keys (CSV)"} <= set(labels)
+    assert "3 clusters: 3 unverified" in [c.value for c in app.caption]
+
+
+def test_upgrade_page_names_the_config_keys_whose_default_changed(fixture_lake: Path, open_page: OpenPage) -> None:
+    app = open_page(fixture_lake, "upgrade")
+    keys = _frame(app, "upgrade_keys")
+    linger = keys[(keys["cluster_name"] == "prod-eu") & (keys["key"] == "linger.ms")].iloc[0]
+    assert (linger["at_old_default"], linger["default_after"], linger["affected"]) == (40, "5 (4.4)", 40)
+    us = keys[keys["cluster_name"] == "prod-us"]
+    assert "producer" not in set(us["client_type"])  # its producers are librdkafka: the Java defaults do not apply
+    assert not us.empty and us["java_instances"].isna().all()  # its consumers' software is not known: kept
 
 
 @pytest.mark.parametrize("page", PAGES)

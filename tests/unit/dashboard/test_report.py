@@ -160,3 +160,45 @@ def test_a_scoped_broker_config_comparison_names_no_other_cluster(fixture_lake: 
     text = build_drift_report(str(fixture_lake), ["prod-eu"], scope=scope)
     section = text.split("<h2>Broker configs</h2>", 1)[1].split("<h2>", 1)[0]
     assert "log.retention.hours" in section and "prod-us" not in section
+
+
+def test_cli_exports_upgrade_readiness_and_its_config_keys_as_csv(fixture_lake: Path, tmp_path: Path) -> None:
+    out = tmp_path / "readiness.csv"
+    done = _export("--report", "readiness", "--lake", str(fixture_lake), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    checklist = pd.read_csv(out, dtype={"target": str})
+    assert list(checklist.columns) == ["cluster_name", "verdict", "target", "item", "status", "detail"]
+    assert set(checklist["cluster_name"]) == {"prod-eu", "prod-us", "staging"}  # every polled cluster by default
+    changed = checklist[(checklist["cluster_name"] == "prod-eu") & (checklist["item"] == "client config defaults changed")]
+    assert changed["status"].iloc[0] == "warn" and "linger.ms (producer): 40 of 100 instances on the old default 0" in (
+        changed["detail"].iloc[0])
+    assert (checklist["target"] == "4.4").all()
+    keys_out = tmp_path / "keys.csv"
+    done = _export("--report", "readiness-keys", "--clusters", "prod-eu", "--target", "4.0", "--lake",
+                   str(fixture_lake), "--out", str(keys_out))
+    assert done.returncode == 0, done.stderr
+    keys = pd.read_csv(keys_out, dtype={"target": str})
+    linger = keys[keys["key"] == "linger.ms"].iloc[0]
+    assert (linger["cluster_name"], linger["default_before"], linger["default_after"]) == ("prod-eu", "0 (3.9)", "5 (4.0)")
+    assert (linger["at_old_default"], linger["set_otherwise"], linger["java_instances"]) == (40, 60, 70)
+    assert set(keys["cluster_name"]) == {"prod-eu"} and (keys["target"] == "4.0").all()
+    for bad, message in ((("--target", "3.9"), "unknown --target 3.9"), (("--clusters", "nope"), "unknown cluster(s) nope")):
+        failed = _export("--report", "readiness", *bad, "--lake", str(fixture_lake), "--out", str(tmp_path / "x.csv"))
+        assert failed.returncode == 2 and message in failed.stderr
+    needs = _export("--report", "drift", "--lake", str(fixture_lake), "--out", str(tmp_path / "x.html"))
+    assert needs.returncode == 2 and "needs --clusters" in needs.stderr
+
+
+def test_a_scoped_readiness_csv_names_no_other_cluster(fixture_lake: Path) -> None:
+    from backend.auth.scope import scope_for
+    from backend.export.report import build_readiness_csv
+    from backend.views import frames
+
+    scope = scope_for(["prod-eu"], frames.known_clusters(str(fixture_lake)))
+    for keys in (False, True):
+        csv = build_readiness_csv(str(fixture_lake), keys=keys, scope=scope)
+        assert "prod-eu" in csv and "prod-us" not in csv and "staging" not in csv
+    with pytest.raises(ReportError) as caught:
+        build_readiness_csv(str(fixture_lake), clusters=["prod-us"], scope=scope)
+    assert "staging" not in str(caught.value)
+    assert "Upgrade readiness" in build_drift_report(str(fixture_lake), ["prod-eu"], scope=scope)

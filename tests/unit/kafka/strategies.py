@@ -46,6 +46,8 @@ def field_value(f: P.Field, version: int, flexible: bool) -> st.SearchStrategy[A
         inner = f.type[2:]
         item = body(f.fields, version, flexible) if inner == "struct" else _scalar(inner)
         base: st.SearchStrategy[Any] = st.lists(item, max_size=3)
+    elif f.type == "struct":  # one nested struct, never null
+        return body(f.fields, version, flexible)
     else:
         base = _scalar(f.type)
     if _nullable(f, version):
@@ -71,6 +73,8 @@ def expected(fields: tuple[P.Field, ...], version: int, flexible: bool, value: d
             v = value[f.name]
             if f.type == "[]struct" and v is not None:
                 v = [expected(f.fields, version, flexible, item) for item in v]
+            elif f.type == "struct":
+                v = expected(f.fields, version, flexible, v)
             out[f.name] = v
         else:
             out[f.name] = f.default_value()

@@ -230,11 +230,13 @@ def test_bad_security_config_fails_without_network() -> None:
 
 
 def test_the_probe_refuses_to_send_a_non_read_only_request() -> None:
-    assert probe_mod.READ_ONLY_API_KEYS == {18, 17, 36, 60, 3, 32}  # 32: DescribeConfigs, read-only
+    # 32: DescribeConfigs; 10, 16, 15, 69, 77, 9, 2: FindCoordinator, ListGroups, DescribeGroups,
+    # ConsumerGroupDescribe, ShareGroupDescribe, OffsetFetch, ListOffsets (consumer groups, read-only)
+    assert probe_mod.READ_ONLY_API_KEYS == {18, 17, 36, 60, 3, 32, 10, 16, 15, 69, 77, 9, 2}
     a, b = socket.socketpair()
     try:
         conn = probe_mod._Connection(a, time.monotonic() + 1, "c", 1024)
-        for key in (0, 19, 20, 33, 44, P.PUSH_CONFIG_API_KEY):
+        for key in (0, 8, 11, 12, 13, 14, 19, 20, 33, 42, 44, 47, 68, 76, P.PUSH_CONFIG_API_KEY):
             with pytest.raises(probe_mod.ReadOnlyViolation):
                 conn.request(key, 0, {})
         b.setblocking(False)

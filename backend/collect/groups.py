@@ -1,0 +1,291 @@
+"""Consumer groups of a cluster, read at their own interval (read-only), judged Burrow-style, kept for the lake.
+
+The poll asks for them when `settings.group_interval_s` has passed for a cluster, alongside the per-broker probe
+and within the poll's deadline (backend.kafka.groups does the reading through the project's codec). What a read
+could not get keeps its last known values: a group whose coordinator did not answer keeps its members and
+offsets (its row says why), a broker that did not answer keeps its groups. Every string a client chose (group id,
+client id, host, member id, assignor) is kept as plain text, capped in length; pages, CSV, the report and
+/metrics labels escape it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from backend.collect.group_status import evaluate
+from backend.collect.probing import cluster_resolver
+from backend.config import ClusterConfig, Settings
+from backend.configs.sensitive import safe_error_text
+from backend.kafka import groups as kg
+from backend.kafka import protocol as P
+from backend.kafka.admin import NodeInfo
+from backend.kafka.probe import ProbeSecurity
+from backend.store.group_model import GroupMember, GroupSnapshot, GroupState, PartitionLag
+from backend.store.location import parse_lake
+from backend.store.tables import read_table
+
+# Kafka strings are at most 32,767 bytes: every group id fits (a group id is a key, never cut).
+MAX_GROUP_ID_CHARS = 32_767
+MAX_TEXT_CHARS = 1_024  # client id, host, member id, instance id, rack, assignor, topic names in a subscription
+API_NAMES = {P.API_LIST_GROUPS: "ListGroups", P.API_DESCRIBE_GROUPS: "DescribeGroups",
+             P.API_CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe", P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
+             P.API_OFFSET_FETCH: "OffsetFetch", P.API_LIST_OFFSETS: "ListOffsets",
+             P.API_FIND_COORDINATOR: "FindCoordinator", P.API_METADATA: "Metadata"}
+
+
+log = logging.getLogger(__name__)
+CLIENT_CONFIGS_EVERY_S = 60.0
+GroupConfigs = dict[str, dict[str, dict[str, int]]]  # group id -> key -> value -> instances
+
+
+class ClientGroupConfigs:
+    """What the members' KIP-1324 configs say per group (results/group_configs of the pipeline), read again when the
+    results changed, at most once a minute; a lake without results gives nothing."""
+
+    def __init__(self, lake: str) -> None:
+        """Read the results of this lake."""
+        self.lake = lake
+        self._lock = threading.Lock()
+        self._read_at = float("-inf")
+        self._stamp: tuple[tuple[str, int], ...] = ()
+        self._by_cluster: dict[str, GroupConfigs] = {}
+
+    def _files(self) -> tuple[tuple[str, int], ...]:
+        import pyarrow.fs as pafs
+
+        where = parse_lake(self.lake)
+        infos = where.fs.get_file_info(pafs.FileSelector(where.path("results/group_configs"), allow_not_found=True))
+        return tuple(sorted((i.path, int(i.mtime_ns or 0)) for i in infos if i.type == pafs.FileType.File))
+
+    def for_cluster(self, cluster_id: str | None) -> GroupConfigs:
+        """The configs of one cluster id's groups (empty when unknown)."""
+        if not cluster_id:
+            return {}
+        with self._lock:
+            if time.monotonic() - self._read_at >= CLIENT_CONFIGS_EVERY_S:
+                self._read_at = time.monotonic()
+                try:
+                    stamp = self._files()
+                    if stamp != self._stamp:
+                        self._by_cluster = self._load()
+                        self._stamp = stamp
+                except Exception as exc:  # noqa: BLE001 - a missing or broken result only silences one rule
+                    log.warning("group configs of %s not readable: %s", self.lake, exc)
+            return self._by_cluster.get(cluster_id, {})
+
+    def _load(self) -> dict[str, GroupConfigs]:
+        table = read_table(self.lake, "results/group_configs")
+        out: dict[str, GroupConfigs] = {}
+        cols = [table.column(c).to_pylist() for c in ("cluster_id", "group_id", "key", "value", "instances")]
+        for cluster_id, group_id, key, value, n in zip(*cols, strict=True):
+            per_key = out.setdefault(cluster_id, {}).setdefault(group_id, {}).setdefault(key, {})
+            per_key[str(value)] = per_key.get(str(value), 0) + int(n)
+        return out
+
+
+def cap(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
+    """A client-chosen string cut to `limit` characters (with a marker), None kept."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def _member(m: kg.Member) -> GroupMember:
+    return GroupMember(member_id=cap(m.member_id) or "", client_id=cap(m.client_id) or "",
+                       client_host=cap(m.client_host) or "", instance_id=cap(m.instance_id), rack=cap(m.rack),
+                       member_type=m.member_type, assignment=m.assignment,
+                       subscribed=tuple(cap(t) or "" for t in m.subscribed[:1000]))
+
+
+class GroupCollector:
+    """When each cluster's groups are due, and the last read of them (merged: unanswered parts kept)."""
+
+    def __init__(self) -> None:
+        """Start with nothing read: every cluster is due at its first poll."""
+        self._lock = threading.Lock()
+        self._next_due: dict[str, float] = {}
+        self._last: dict[str, GroupSnapshot] = {}
+        self._memos: dict[str, kg.GroupsMemo] = {}
+        self.stats = {"reads": 0, "answers_decoded": 0, "answers_reused": 0}
+        self.client_configs: ClientGroupConfigs | None = None  # set by run_poller for its lake
+
+    def seed(self, stored: dict[str, GroupSnapshot]) -> None:
+        """The stored reads (after a restart): the baseline of the next read's windows, and of the checks."""
+        with self._lock:
+            for name, snap in stored.items():
+                self._last.setdefault(name, snap)
+
+    def last(self, cluster_name: str) -> GroupSnapshot | None:
+        """The groups last read (or seeded) for a cluster."""
+        with self._lock:
+            return self._last.get(cluster_name)
+
+    def due(self, cluster_name: str, settings: Settings, now: float | None = None) -> bool:
+        """Whether the cluster's groups should be read in this poll."""
+        if settings.group_interval_s <= 0:
+            return False
+        with self._lock:
+            return (now if now is not None else time.monotonic()) >= self._next_due.get(cluster_name, 0.0)
+
+    def forget(self) -> None:
+        """Drop every schedule, stored read and memo."""
+        with self._lock:
+            self._next_due.clear()
+            self._last.clear()
+            self._memos.clear()
+
+    def collect(self, cluster: ClusterConfig, settings: Settings, brokers: Sequence[NodeInfo],
+                deadline: float, *, cluster_id: str | None = None, now: datetime | None = None) -> GroupSnapshot:
+        """Read the cluster's groups now, merge with the last read, judge each group; remember and return it."""
+        started = time.monotonic()
+        with self._lock:
+            previous = self._last.get(cluster.name)
+            memo = self._memos.setdefault(cluster.name, kg.GroupsMemo())
+            self._next_due[cluster.name] = started + settings.group_interval_s
+        read = kg.read_cluster_groups(
+            [(b.broker_id, b.host, b.port) for b in brokers], security=ProbeSecurity.from_cluster(cluster),
+            timeout_s=settings.request_timeout_s, deadline=deadline, max_groups=settings.max_groups_per_cluster,
+            concurrency=settings.probe_concurrency, resolver=cluster_resolver(cluster.name), memo=memo)
+        snapshot = build_snapshot(read, previous, settings, now or datetime.now(UTC))
+        if self.client_configs is not None:
+            configs = self.client_configs.for_cluster(cluster_id)
+            snapshot.client_configs = {g: c for g, c in configs.items() if g in snapshot.groups}
+        snapshot.duration_ms = (time.monotonic() - started) * 1000
+        with self._lock:
+            self._last[cluster.name] = snapshot
+            self.stats["reads"] += 1
+            self.stats["answers_decoded"] += read.decoded
+            self.stats["answers_reused"] += read.reused
+        return snapshot
+
+
+def _coordinator_failed(read: kg.GroupsRead, coordinator: int | None) -> bool:
+    return coordinator is not None and f"broker {coordinator}" in read.errors
+
+
+def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings: Settings,
+                   now: datetime) -> GroupSnapshot:
+    """One cluster's GroupSnapshot from a read and the last one (pure: the clock is passed in)."""
+    before = previous or GroupSnapshot(collected_at=now)
+    out = GroupSnapshot(collected_at=now, listed=read.listed, skipped=len(read.skipped),
+                        brokers_answered=read.brokers_answered,
+                        versions={API_NAMES.get(k, str(k)): v for k, v in sorted(read.versions.items())},
+                        requests={API_NAMES.get(k, str(k)): n for k, n in sorted(read.requests.items())})
+    # error texts carry what brokers said (and group ids): secrets redacted, cut, valid UTF-8
+    out.errors = {where: safe_error_text(why, 2_000) for where, why in read.errors.items()}
+    if read.skipped:
+        out.errors["groups"] = (f"{len(read.skipped)} of {read.listed} groups not read: the cluster lists more than "
+                                f"max_groups_per_cluster={settings.max_groups_per_cluster}")
+    if read.missing_topics:
+        out.errors["topics"] = f"{len(read.missing_topics)} topics with committed offsets no longer exist"
+    listed_ids = set(read.groups) | set(read.skipped)
+    members_changed = False
+    for gid, group in read.groups.items():
+        if len(gid) > MAX_GROUP_ID_CHARS:
+            out.errors.setdefault("group ids", "group ids over 32,767 characters were left out")
+            continue
+        old = before.groups.get(gid)
+        old_members = before.members.get(gid, ())
+        if group.described:
+            members = tuple(_member(m) for m in group.members)
+            if members == old_members:
+                members = old_members
+        else:
+            members = old_members
+        if members is not old_members:
+            members_changed = True
+        if members:
+            out.members[gid] = members
+        committed = read.committed.get(gid)
+        parts = _partitions(committed, members, read, before.offsets.get(gid, ()), now)
+        if parts:
+            out.offsets[gid] = parts
+        out.groups[gid] = _judge(gid, group, old, members, parts, settings, now)
+    for gid, old in before.groups.items():
+        if gid in out.groups:
+            continue
+        keep = gid in listed_ids or _coordinator_failed(read, old.coordinator_id)
+        if not keep:
+            continue  # deleted (or expired): the writer logs group_deleted
+        why = ("not read: over max_groups_per_cluster" if gid in read.skipped
+               else f"coordinator {old.coordinator_id} did not answer (last known state kept)")
+        out.groups[gid] = replace(old, error=why)
+        if gid in before.members:
+            out.members[gid] = before.members[gid]
+        if gid in before.offsets:
+            out.offsets[gid] = before.offsets[gid]
+    for gid in read.skipped:
+        if gid not in out.groups and len(gid) <= MAX_GROUP_ID_CHARS:
+            out.groups[gid] = GroupState(group_id=gid, first_seen_at=now,
+                                         error="not read: over max_groups_per_cluster")
+    if not members_changed and set(out.members) == set(before.members) and previous is not None:
+        out.members = before.members  # unchanged membership: the same object, compared by identity
+    return out
+
+
+def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[GroupMember, ...],
+                read: kg.GroupsRead, old: tuple[PartitionLag, ...], now: datetime) -> tuple[PartitionLag, ...]:
+    assigned = {tp: m.member_id for m in members for tp in m.assignment}
+    by_key = {(p.topic, p.partition): p for p in old}
+    if committed is None:  # not fetched this time: the last known commits
+        committed = {k: p.committed for k, p in by_key.items() if p.committed is not None}
+    keys = sorted(set(committed) | set(assigned))
+    out = []
+    for key in keys:
+        topic, partition = key
+        offset = committed.get(key)
+        prior = by_key.get(key)
+        end = read.end_offsets.get(key, prior.end if prior is not None and topic not in read.missing_topics else None)
+        moved = prior is None or prior.committed != offset
+        member = assigned.get(key)
+        if (not moved and prior is not None and prior.end == end and prior.member_id == member
+                and prior.topic_id is not None):
+            out.append(prior)  # an idle partition: the same object (nothing to recompute, compared by identity)
+            continue
+        lag = None if offset is None or end is None else end - offset
+        if lag is not None and lag > 0:
+            lag_since = prior.lag_since if prior is not None and prior.lag_since is not None else now
+        else:
+            lag_since = None
+        out.append(PartitionLag(
+            topic=topic, partition=partition, committed=offset, end=end, member_id=member,
+            topic_id=read.topic_ids.get(topic) if moved or prior is None or prior.topic_id is None else prior.topic_id,
+            last_moved_at=now if moved else (prior.last_moved_at if prior is not None else now),
+            lag_since=lag_since))
+    if len(out) == len(old) and all(a is b for a, b in zip(out, old, strict=True)):
+        return old  # an idle group: its partitions tuple unchanged
+    return tuple(out)
+
+
+def _judge(gid: str, group: kg.Group, old: GroupState | None, members: tuple[GroupMember, ...],
+           parts: tuple[PartitionLag, ...], settings: Settings, now: datetime) -> GroupState:
+    lags = [p.lag for p in parts if p.lag is not None]
+    lag = sum(max(0, x) for x in lags) if lags else None
+    positive = [x for x in lags if x > 0]
+    commits = [p.last_moved_at for p in parts if p.committed is not None and p.last_moved_at is not None]
+    last_commit_at = max(commits) if commits else None
+    size = settings.group_window
+    window_at = ((*old.window_at, now) if old else (now,))[-size:]
+    window_lag = ((*old.window_lag, lag) if old else (lag,))[-size:]
+    committed_sum = sum(p.committed for p in parts if p.committed is not None) if parts else None
+    window_committed = ((*old.window_committed, committed_sum) if old else (committed_sum,))[-size:]
+    verdict = evaluate(now=now, members=len(members), described=group.described, lag=lag, partitions=parts,
+                       window_at=window_at, window_lag=window_lag, window_size=size,
+                       stopped_after_s=settings.group_stopped_after_s, last_commit_at=last_commit_at)
+    since = old.status_since if old is not None and old.status == verdict.status and old.status_since else now
+    return GroupState(
+        group_id=gid, group_type=group.group_type, protocol_type=cap(group.protocol_type) or "",
+        protocol=(cap(group.protocol) or "") if group.described or old is None else old.protocol,
+        state=cap(group.state) or (old.state if old is not None else ""), coordinator_id=group.coordinator,
+        members=len(members), topics=len({p.topic for p in parts}), partitions=len(parts),
+        topic_names=tuple(sorted({p.topic for p in parts})), lag=lag,
+        lag_partitions=len(positive), max_partition_lag=max(positive) if positive else None,
+        status=verdict.status, status_since=since, evidence=verdict.evidence, last_commit_at=last_commit_at,
+        first_seen_at=old.first_seen_at if old is not None and old.first_seen_at else now,
+        window_at=window_at, window_lag=window_lag, window_committed=window_committed,
+        error=safe_error_text(group.error, 2_000))
