@@ -10,13 +10,13 @@ which rule to add (docs/client-inventory.md), never a silent zero.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+from backend.collect.schedule import ClusterSchedule
 from backend.config import BrokerMetricsSource, ClusterConfig, Settings
 from backend.kafka.admin import NodeInfo
 from backend.kafka.broker_metrics import (
@@ -52,39 +52,18 @@ def _host(url: str) -> str:
     return urlsplit(url).hostname or ""
 
 
-class ClientMetricsCollector:
+class ClientMetricsCollector(ClusterSchedule[InventorySnapshot]):
     """When each cluster's inventory is due, and the last one read (per series: when its count last grew)."""
 
     def __init__(self) -> None:
         """Start with nothing read: every cluster with a source is due at its first poll."""
-        self._lock = threading.Lock()
-        self._next_due: dict[str, float] = {}
-        self._last: dict[str, InventorySnapshot] = {}
+        super().__init__()
         self.stats = {"collections": 0, "endpoints_read": 0, "endpoints_failed": 0}
-
-    def seed(self, stored: dict[str, InventorySnapshot]) -> None:
-        """The stored inventories (after a restart): the baseline of the next read's counts and of the checks."""
-        with self._lock:
-            for name, snap in stored.items():
-                self._last.setdefault(name, snap)
-
-    def last(self, cluster_name: str) -> InventorySnapshot | None:
-        """The inventory last read (or seeded) for a cluster."""
-        with self._lock:
-            return self._last.get(cluster_name)
 
     def due(self, cluster: ClusterConfig, settings: Settings, now: float | None = None) -> bool:
         """Whether the cluster's inventory should be read in this poll."""
-        if cluster.broker_metrics is None or settings.client_metrics_interval_s <= 0:
-            return False
-        with self._lock:
-            return (now if now is not None else time.monotonic()) >= self._next_due.get(cluster.name, 0.0)
-
-    def forget(self) -> None:
-        """Drop every schedule and stored inventory."""
-        with self._lock:
-            self._next_due.clear()
-            self._last.clear()
+        return cluster.broker_metrics is not None and self._is_due(cluster.name, settings.client_metrics_interval_s,
+                                                                   now)
 
     def collect(self, cluster: ClusterConfig, settings: Settings, brokers: Sequence[NodeInfo], deadline: float,
                 now: datetime | None = None) -> InventorySnapshot:

@@ -15,13 +15,13 @@ messages included) passes `safe_error_text` (the secret rules of values, cut to 
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from backend.collect.probing import cluster_resolver
+from backend.collect.schedule import ClusterSchedule
 from backend.collect.validate import valid_topic_name
 from backend.config import ClusterConfig, Settings
 from backend.configs.sensitive import credential_shape, is_sensitive_key, kip1324_rule, safe_error_text
@@ -72,40 +72,23 @@ def _entries(entries: Sequence[kc.ConfigEntry], *, overrides_only: bool) -> tupl
     return out, refused
 
 
-class ConfigCollector:
+class ConfigCollector(ClusterSchedule[ConfigSnapshot]):
     """When each cluster's configuration is due, and the last one read (merged: unanswered parts kept)."""
 
     def __init__(self) -> None:
         """Start with nothing read: every cluster is due at its first poll."""
-        self._lock = threading.Lock()
-        self._next_due: dict[str, float] = {}
-        self._last: dict[str, ConfigSnapshot] = {}
+        super().__init__()
         self._memos: dict[str, kc.ConfigsMemo] = {}
         self.stats = {"collections": 0, "answers_decoded": 0, "answers_reused": 0}
 
-    def seed(self, stored: dict[str, ConfigSnapshot]) -> None:
-        """The stored configurations (after a restart): the baseline until the first read, and for the checks."""
-        with self._lock:
-            for name, snap in stored.items():
-                self._last.setdefault(name, snap)
-
-    def last(self, cluster_name: str) -> ConfigSnapshot | None:
-        """The configuration last read (or seeded) for a cluster."""
-        with self._lock:
-            return self._last.get(cluster_name)
-
     def due(self, cluster_name: str, settings: Settings, now: float | None = None) -> bool:
         """Whether the cluster's configuration should be read in this poll."""
-        if settings.config_interval_s <= 0:
-            return False
-        with self._lock:
-            return (now if now is not None else time.monotonic()) >= self._next_due.get(cluster_name, 0.0)
+        return self._is_due(cluster_name, settings.config_interval_s, now)
 
     def forget(self) -> None:
-        """Drop every schedule, stored configuration and memo."""
+        """Drop every schedule, stored reading and memo."""
+        super().forget()
         with self._lock:
-            self._next_due.clear()
-            self._last.clear()
             self._memos.clear()
 
     def collect(self, cluster: ClusterConfig, settings: Settings, brokers: Sequence[NodeInfo],

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from backend.collect.group_status import evaluate
 from backend.collect.probing import cluster_resolver
+from backend.collect.schedule import ClusterSchedule
 from backend.config import ClusterConfig, Settings
 from backend.configs.sensitive import safe_error_text
 from backend.kafka import groups as kg
@@ -102,41 +103,24 @@ def _member(m: kg.Member) -> GroupMember:
                        subscribed=tuple(cap(t) or "" for t in m.subscribed[:1000]))
 
 
-class GroupCollector:
+class GroupCollector(ClusterSchedule[GroupSnapshot]):
     """When each cluster's groups are due, and the last read of them (merged: unanswered parts kept)."""
 
     def __init__(self) -> None:
         """Start with nothing read: every cluster is due at its first poll."""
-        self._lock = threading.Lock()
-        self._next_due: dict[str, float] = {}
-        self._last: dict[str, GroupSnapshot] = {}
+        super().__init__()
         self._memos: dict[str, kg.GroupsMemo] = {}
         self.stats = {"reads": 0, "answers_decoded": 0, "answers_reused": 0}
         self.client_configs: ClientGroupConfigs | None = None  # set by run_poller for its lake
 
-    def seed(self, stored: dict[str, GroupSnapshot]) -> None:
-        """The stored reads (after a restart): the baseline of the next read's windows, and of the checks."""
-        with self._lock:
-            for name, snap in stored.items():
-                self._last.setdefault(name, snap)
-
-    def last(self, cluster_name: str) -> GroupSnapshot | None:
-        """The groups last read (or seeded) for a cluster."""
-        with self._lock:
-            return self._last.get(cluster_name)
-
     def due(self, cluster_name: str, settings: Settings, now: float | None = None) -> bool:
         """Whether the cluster's groups should be read in this poll."""
-        if settings.group_interval_s <= 0:
-            return False
-        with self._lock:
-            return (now if now is not None else time.monotonic()) >= self._next_due.get(cluster_name, 0.0)
+        return self._is_due(cluster_name, settings.group_interval_s, now)
 
     def forget(self) -> None:
-        """Drop every schedule, stored read and memo."""
+        """Drop every schedule, stored reading and memo."""
+        super().forget()
         with self._lock:
-            self._next_due.clear()
-            self._last.clear()
             self._memos.clear()
 
     def collect(self, cluster: ClusterConfig, settings: Settings, brokers: Sequence[NodeInfo],

@@ -9,31 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-import pyarrow as pa
 
 from backend.store import state
 from backend.store.config_state import snapshots_from_tables
-from backend.store.lake import Lake
 from backend.store.model import ConfigSnapshot
 from backend.store.readers import LakeLike, empty_frame, open_lake
 from backend.store.schemas import CONFIG_RUNS, CONFIG_STATE
 
 
-def _read(lk: Lake, kind: str, clusters: Sequence[str] | None) -> pa.Table:
-    manifest = state.read_manifest(lk)
-    if not manifest:
-        return state.empty_state(kind)
-    if clusters is None:
-        return state.read_state(lk, kind, None, manifest)
-    known = manifest.get("clusters", {})
-    parts = [state.read_state(lk, kind, name, manifest) for name in dict.fromkeys(clusters) if name in known]
-    return pa.concat_tables(parts) if parts else state.empty_state(kind)
-
-
 def latest_configs(lake: LakeLike, clusters: Sequence[str] | None = None, *,
                    resource_type: str | None = None) -> pd.DataFrame:
     """Current config rows of the given clusters (all when None): every broker config and topic override."""
-    table = _read(open_lake(lake), "configs", clusters)
+    table = state.read_clusters_state(open_lake(lake), "configs", clusters)
     if table.num_rows == 0:
         return empty_frame(CONFIG_STATE)
     frame = table.to_pandas()
@@ -44,11 +31,11 @@ def latest_configs(lake: LakeLike, clusters: Sequence[str] | None = None, *,
 
 def config_runs(lake: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
     """The last configuration read of each of the given clusters: when, what failed."""
-    table = _read(open_lake(lake), "config_runs", clusters)
+    table = state.read_clusters_state(open_lake(lake), "config_runs", clusters)
     return table.to_pandas() if table.num_rows else empty_frame(CONFIG_RUNS)
 
 
 def load_configs(lake: LakeLike) -> dict[str, ConfigSnapshot]:
     """Every cluster's stored configuration (the collector's baseline after a restart)."""
     lk = open_lake(lake)
-    return snapshots_from_tables(_read(lk, "configs", None), _read(lk, "config_runs", None))
+    return snapshots_from_tables(state.read_clusters_state(lk, "configs", None), state.read_clusters_state(lk, "config_runs", None))

@@ -10,33 +10,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-import pyarrow as pa
 
 from backend.store import state
 from backend.store.group_model import GroupSnapshot
 from backend.store.group_schemas import GROUP_MEMBERS, GROUP_OFFSETS, GROUP_RUNS, GROUP_STATE
 from backend.store.group_state import snapshots_from_tables
-from backend.store.lake import Lake
 from backend.store.readers import LakeLike, empty_frame, open_lake
 
 GROUP_KINDS = {"groups": GROUP_STATE, "group_members": GROUP_MEMBERS, "group_offsets": GROUP_OFFSETS,
                "group_runs": GROUP_RUNS}
 
 
-def _read(lk: Lake, kind: str, clusters: Sequence[str] | None) -> pa.Table:
-    manifest = state.read_manifest(lk)
-    if not manifest:
-        return state.empty_state(kind)
-    if clusters is None:
-        return state.read_state(lk, kind, None, manifest)
-    known = manifest.get("clusters", {})
-    parts = [state.read_state(lk, kind, name, manifest) for name in dict.fromkeys(clusters) if name in known]
-    return pa.concat_tables(parts) if parts else state.empty_state(kind)
 
 
 def _frame(lake: LakeLike, kind: str, clusters: Sequence[str] | None, columns: Sequence[str] | None = None
            ) -> pd.DataFrame:
-    table = _read(open_lake(lake), kind, clusters)
+    table = state.read_clusters_state(open_lake(lake), kind, clusters)
     if columns is not None:
         table = table.select(list(columns))
     if table.num_rows == 0:
@@ -75,5 +64,5 @@ def group_runs(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.
 def load_groups(location: LakeLike) -> dict[str, GroupSnapshot]:
     """Every cluster's stored groups (the collector's baseline after a restart)."""
     lk = open_lake(location)
-    return snapshots_from_tables(*(_read(lk, kind, None) for kind in ("groups", "group_members", "group_offsets",
+    return snapshots_from_tables(*(state.read_clusters_state(lk, kind, None) for kind in ("groups", "group_members", "group_offsets",
                                                                          "group_runs")))

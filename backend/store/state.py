@@ -14,7 +14,7 @@ Layout under `<lake>/_state/fleet/`:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -119,6 +119,18 @@ def read_state(
     names = [cluster_name] if cluster_name is not None else sorted(clusters)
     paths = [state_path(lake, clusters[n][kind]) for n in names if n in clusters and clusters[n].get(kind)]
     return _read_paths(lake, kind, paths)
+
+
+def read_clusters_state(lake: Lake, kind: str, clusters: Sequence[str] | None) -> pa.Table:
+    """Read one kind of current state of the named clusters (every cluster when None), the manifest read once."""
+    manifest = read_manifest(lake)
+    if not manifest:
+        return empty_state(kind)
+    if clusters is None:
+        return read_state(lake, kind, None, manifest)
+    known = manifest.get("clusters", {})
+    parts = [read_state(lake, kind, name, manifest) for name in dict.fromkeys(clusters) if name in known]
+    return pa.concat_tables(parts) if parts else empty_state(kind)
 
 
 def _read_paths(lake: Lake, kind: str, paths: list[str]) -> pa.Table:
