@@ -43,6 +43,20 @@ class DriftReportData:
     readiness: readiness.Readiness | None = None  # upgrade readiness of the chosen clusters (backend.views.readiness)
 
 
+def _refuse_unknown(clusters: list[str], known: set[str]) -> None:
+    unknown = [c for c in clusters if c not in known]
+    if unknown:
+        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+
+
+def _require_polled(location: str, clusters: list[str], scope: Scope) -> None:
+    """Raise ReportError unless ``clusters`` names at least one cluster, each polled and within ``scope``."""
+    if not clusters:
+        raise ReportError("choose at least one cluster")
+    _refuse_unknown(clusters, set(fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))[
+        "cluster_name"]))
+
+
 def load_drift_data(location: str, clusters: list[str], keys: list[str] | None = None, *,
                     include_identity: bool = False, scope: Scope | None = None) -> DriftReportData:
     """Read the lake and results for the chosen clusters; raise ReportError on bad input.
@@ -65,9 +79,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
 
     dist = config_views.name_clusters(config_views.drop_sensitive(result("distributions")), names)
     known |= set(dist["cluster"])
-    unknown = [c for c in clusters if c not in known]
-    if unknown:
-        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+    _refuse_unknown(clusters, known)
     if dist.empty:
         raise ReportError(f"no pipeline results in {location}: run python -m backend analyze --lake {location}")
     numeric = config_views.name_clusters(config_views.drop_sensitive(result("numeric_summary")), names)
@@ -210,12 +222,7 @@ def _groups_section(groups: pd.DataFrame, clusters: list[str]) -> list[str]:
 def build_groups_csv(location: str, clusters: list[str], *, scope: Scope | None = None) -> str:
     """The chosen clusters' groups and their lag per partition (within ``scope``) as CSV (formula cells neutralised)."""
     scope = scope or Scope()
-    if not clusters:
-        raise ReportError("choose at least one cluster")
-    known = set(fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))["cluster_name"])
-    unknown = [c for c in clusters if c not in known]
-    if unknown:
-        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+    _require_polled(location, clusters, scope)
     groups = scope.by_name(group_readers.read_groups(location, clusters))
     if groups.empty:
         raise ReportError(f"no consumer groups stored for {', '.join(clusters)} in {location} yet")
@@ -250,10 +257,7 @@ def load_readiness(location: str, clusters: list[str] | None = None, target: str
     history = scope.by_name(frames.known_clusters(location))
     latest = fleet_views.latest_clusters(history)
     if clusters:
-        unknown = [c for c in clusters if c not in set(latest["cluster_name"])]
-        if unknown:
-            raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: "
-                              f"{', '.join(sorted(latest['cluster_name'])) or 'none'}")
+        _refuse_unknown(clusters, set(latest["cluster_name"]))
         latest = latest[latest["cluster_name"].isin(clusters)]
     if latest.empty:
         raise ReportError(f"no polled clusters in {location}: run python -m backend poll first")
@@ -295,12 +299,7 @@ def build_broker_config_csv(location: str, clusters: list[str], *, include_defau
                             scope: Scope | None = None) -> str:
     """The broker-config comparison of the chosen clusters (within ``scope``) as CSV (formula cells neutralised)."""
     scope = scope or Scope()
-    if not clusters:
-        raise ReportError("choose at least one cluster")
-    known = set(fleet_views.latest_clusters(scope.by_name(frames.known_clusters(location)))["cluster_name"])
-    unknown = [c for c in clusters if c not in known]
-    if unknown:
-        raise ReportError(f"unknown cluster(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
+    _require_polled(location, clusters, scope)
     table = broker_config_views.compare_broker_configs(scope.by_name(frames.broker_configs(location, clusters)),
                                                        clusters, include_defaults=include_defaults)
     if table.empty:
