@@ -249,7 +249,8 @@ def load_readiness(location: str, clusters: list[str] | None = None, target: str
     """Upgrade readiness of the chosen clusters (default: every cluster) within ``scope``, from the lake.
 
     The same inputs the Upgrade readiness page reads: the latest clusters and brokers, the client inventory, and the
-    pipeline's default_share, distributions and client_versions (named by cluster; sensitive keys left out).
+    pipeline's default_share, distributions, client_versions and config_alerts (named by cluster; sensitive keys left
+    out).
     """
     scope = scope or Scope()
     if target is not None and target not in readiness.known_targets():
@@ -263,7 +264,8 @@ def load_readiness(location: str, clusters: list[str] | None = None, target: str
         raise ReportError(f"no polled clusters in {location}: run python -m backend poll first")
     names = list(latest["cluster_name"])
     ids = config_views.id_to_name(history)
-    results: dict[str, pd.DataFrame | None] = dict.fromkeys(("default_share", "distributions", "client_versions"))
+    results: dict[str, pd.DataFrame | None] = dict.fromkeys(("default_share", "distributions", "client_versions",
+                                                             "config_alerts"))
     if frames.results_exist(location):
         for name in results:
             frame = config_views.drop_sensitive(scope.by_id(frames.read_result(location, name)))
@@ -275,7 +277,8 @@ def load_readiness(location: str, clusters: list[str] | None = None, target: str
                                scope.by_name(frames.inventory_rows(location, names)),
                                scope.by_name(frames.inventory_runs(location, names)),
                                default_share=results["default_share"], distributions=results["distributions"],
-                               client_versions=results["client_versions"], groups=groups,
+                               client_versions=results["client_versions"], alerts=results["config_alerts"],
+                               groups=groups,
                                groups_read=frozenset(runs["cluster_name"]), target=target)
 
 
@@ -286,10 +289,12 @@ def readiness_checklist(report: readiness.Readiness) -> pd.DataFrame:
 
 
 def build_readiness_csv(location: str, target: str | None = None, *, clusters: list[str] | None = None,
-                        keys: bool = False, scope: Scope | None = None) -> str:
-    """The readiness checklist (or, with ``keys``, the client-config keys behind it) of the chosen clusters (within
-    ``scope``) for the target, as CSV (formula cells neutralised)."""
+                        keys: bool = False, instances: bool = False, scope: Scope | None = None) -> str:
+    """The readiness checklist (with ``keys``, the client-config keys behind it; with ``instances``, the instances
+    that set them) of the chosen clusters (within ``scope``) for the target, as CSV (formula cells neutralised)."""
     report = load_readiness(location, clusters, target, scope=scope)
+    if instances:
+        return safe_csv(report.instances.assign(target=report.target))
     if keys:
         return safe_csv(report.keys.assign(target=report.target))
     return safe_csv(readiness_checklist(report))
