@@ -241,6 +241,11 @@ def _readiness_section(report: readiness.Readiness | None) -> list[str]:
                   "<p>Per cluster and client type: instances that report the key, at its old default, at the new one, "
                   "set otherwise, or not reporting it (from the known-keys table built from the real client jars).</p>",
                   _table(report.keys)]
+    if not report.instances.empty:
+        parts += ["<h3>Instances to chase</h3>",
+                  "<p>Every instance that sets a removed key to something other than its old default, or "
+                  "metric.reporters without JmxReporter, as the rules CC019–CC022 name it.</p>",
+                  _table(report.instances)]
     return parts
 
 

@@ -238,3 +238,8 @@ def test_readiness_instances_csv_names_who_sets_removed_keys(fixture_lake: Path,
     keys = pd.read_csv(__import__("io").StringIO(build_readiness_csv(str(lake), keys=True, clusters=["prod-eu"])))
     reporters = keys[(keys["key"] == "metric.reporters") & (keys["client_type"] == "producer")].iloc[0]
     assert (reporters["affected"], reporters["set_by"]) == (1, "statsd-app")
+    from backend.export.report import build_drift_report as drift
+
+    section = drift(str(lake), ["prod-eu"]).split("<h2>Upgrade readiness</h2>", 1)[1]
+    assert "Instances to chase" in section and "statsd-app" in section and "us-app" not in section
+    assert 'HYPERLINK(' in section and 'href="http://evil.example' not in section  # text, no link
