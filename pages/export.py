@@ -126,7 +126,8 @@ def groups_section(location: str) -> None:
     if not names:
         st.caption("No consumer groups read yet.")
         return
-    clusters = st.multiselect("Clusters", names, key="export_groups_clusters")
+    clusters = st.multiselect("Export groups from", names, key="export_groups_clusters",
+                              format_func=components.option)
     if not clusters:
         st.caption("Choose clusters to export their groups.")
         return

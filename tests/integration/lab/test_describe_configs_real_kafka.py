@@ -8,6 +8,7 @@ the broker and for topics, with and without overrides.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,10 +50,19 @@ def _fresh_topics(bootstrap: str) -> tuple[str, str]:
 
 def _real(rig: KafkaKraftCluster | KafkaZkCluster, broker_id: int, topics: tuple[str, str]) -> dict[str, Any]:
     host, port = _address(rig.bootstrap)
-    answer = describe_configs(host, port, [(P.RESOURCE_BROKER, str(broker_id)), *((P.RESOURCE_TOPIC, t) for t in topics)],
-                              include_synonyms=True, timeout_s=20)
-    assert answer.ok, answer.error
-    assert all(r.error is None for r in answer.resources), [r.error for r in answer.resources]
+    # CreateTopics returns once the controller has the topics; the broker asked may learn of them a moment later
+    # (KRaft brokers apply the metadata log asynchronously), and answers UNKNOWN_TOPIC_OR_PARTITION until then.
+    deadline = time.monotonic() + 30
+    while True:
+        answer = describe_configs(host, port,
+                                  [(P.RESOURCE_BROKER, str(broker_id)), *((P.RESOURCE_TOPIC, t) for t in topics)],
+                                  include_synonyms=True, timeout_s=20)
+        assert answer.ok, answer.error
+        errors = [r.error for r in answer.resources]
+        if not any(e == "UNKNOWN_TOPIC_OR_PARTITION" for e in errors) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert all(e is None for e in errors), errors
     return {r.name: {e.name: e for e in r.entries} for r in answer.resources}
 
 
