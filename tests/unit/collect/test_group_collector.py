@@ -116,3 +116,21 @@ def test_an_idle_groups_partitions_are_the_same_objects_from_read_to_read() -> N
     assert snaps[1].offsets["orders-app"] is snaps[0].offsets["orders-app"]  # nothing moved: reused as it was
     assert snaps[2].offsets["orders-app"] is not snaps[1].offsets["orders-app"]
     assert snaps[2].offsets["orders-app"][0].last_moved_at == T0 + timedelta(seconds=120)
+
+
+def test_members_the_memo_handed_back_are_not_converted_again_and_changed_ones_are() -> None:
+    converted: dict = {}
+    first = _read(10, 20, members=2)
+    snap1 = build_snapshot(first, None, SETTINGS, T0, converted)
+    same = _read(11, 25, members=2)
+    same.groups["orders-app"].members = first.groups["orders-app"].members  # the memo's objects, as reused
+    snap2 = build_snapshot(same, snap1, SETTINGS, T0 + timedelta(seconds=60), converted)
+    assert snap2.members["orders-app"] is snap1.members["orders-app"]
+    assert converted["orders-app"][0] is first.groups["orders-app"].members
+    changed = _read(12, 30, members=2)
+    old = changed.groups["orders-app"].members
+    changed.groups["orders-app"].members = (kg.Member("m-0", "renamed-client", "/10.0.0.0",
+                                                      assignment=(("orders", 0),)), old[1])
+    snap3 = build_snapshot(changed, snap2, SETTINGS, T0 + timedelta(seconds=120), converted)
+    assert [m.client_id for m in snap3.members["orders-app"]] == ["renamed-client", "orders-app-1"]
+    assert snap3.offsets["orders-app"][0].member_id == "m-0" and snap3.groups["orders-app"].lag == 18
