@@ -42,9 +42,11 @@ API_NAMES = {P.API_LIST_GROUPS: "ListGroups", P.API_DESCRIBE_GROUPS: "DescribeGr
 log = logging.getLogger(__name__)
 CLIENT_CONFIGS_EVERY_S = 60.0
 GroupConfigs = dict[str, dict[str, dict[str, int]]]  # group id -> key -> value -> instances
-# group id -> (the reader's members, what they became): the memo hands back the same Member objects for an unchanged
-# describe answer, so their conversion is looked up by identity instead of being redone at every read
-MemberConversions = dict[str, tuple[tuple[kg.Member, ...], tuple[GroupMember, ...]]]
+# group id -> (the reader's members, what they became, the committed offsets read, the partitions built from them).
+# The reader's memo hands back the same objects for an unchanged answer (members of an unchanged describe batch,
+# offsets equal to the last read's), so what was built from them is looked up by identity, not rebuilt every read.
+ReadReuse = dict[str, tuple[tuple[kg.Member, ...] | None, tuple[GroupMember, ...],
+                            dict[tuple[str, int], int] | None, tuple[PartitionLag, ...]]]
 
 
 class ClientGroupConfigs:
@@ -113,7 +115,7 @@ class GroupCollector(ClusterSchedule[GroupSnapshot]):
         """Start with nothing read: every cluster is due at its first poll."""
         super().__init__()
         self._memos: dict[str, kg.GroupsMemo] = {}
-        self._converted: dict[str, MemberConversions] = {}
+        self._converted: dict[str, ReadReuse] = {}
         self.stats = {"reads": 0, "answers_decoded": 0, "answers_reused": 0}
         self.client_configs: ClientGroupConfigs | None = None  # set by run_poller for its lake
 
@@ -159,13 +161,13 @@ def _coordinator_failed(read: kg.GroupsRead, coordinator: int | None) -> bool:
 
 
 def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings: Settings,
-                   now: datetime, converted: MemberConversions | None = None) -> GroupSnapshot:
+                   now: datetime, converted: ReadReuse | None = None) -> GroupSnapshot:
     """One cluster's GroupSnapshot from a read and the last one (pure: the clock is passed in).
 
-    converted: the collector's member conversions of the last read (refreshed in place to this read's groups).
+    converted: what the collector's last read built from the reader's objects (refreshed in place to this read's).
     """
     conversions = converted if converted is not None else {}
-    fresh: MemberConversions = {}
+    fresh: ReadReuse = {}
     before = previous or GroupSnapshot(collected_at=now)
     out = GroupSnapshot(collected_at=now, listed=read.listed, skipped=len(read.skipped),
                         brokers_answered=read.brokers_answered,
@@ -186,15 +188,14 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
             continue
         old = before.groups.get(gid)
         old_members = before.members.get(gid, ())
+        seen = conversions.get(gid)
         if group.described:
-            seen = conversions.get(gid)
             if seen is not None and seen[0] is group.members:
                 members = seen[1]
             else:
                 members = tuple(_member(m) for m in group.members)
             if members == old_members:
                 members = old_members
-            fresh[gid] = (group.members, members)
         else:
             members = old_members
         if members is not old_members:
@@ -203,10 +204,14 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
             out.members[gid] = members
         committed = read.committed.get(gid)
         old_parts = before.offsets.get(gid, ())
-        parts = _partitions(committed, members, read, old_parts, now)
+        # the same offsets dict and members as the read these partitions were built from: only the ends can differ
+        idle = (seen is not None and committed is not None and committed is seen[2] and old_parts
+                and old_parts is seen[3] and members is old_members and _ends_unchanged(old_parts, read))
+        parts = old_parts if idle else _partitions(committed, members, read, old_parts, now)
         if parts:
             out.offsets[gid] = parts
-        out.groups[gid] = _judge(gid, group, old, members, parts, old_parts, settings, now)
+        out.groups[gid] = _judge(gid, group, old, members, parts, old_parts, settings, now, bool(idle))
+        fresh[gid] = (group.members if group.described else None, members, committed, parts)
     for gid, old in before.groups.items():
         if gid in out.groups:
             continue
@@ -230,6 +235,15 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
     if not members_changed and set(out.members) == set(before.members) and previous is not None:
         out.members = before.members  # unchanged membership: the same object, compared by identity
     return out
+
+
+def _ends_unchanged(parts: tuple[PartitionLag, ...], read: kg.GroupsRead) -> bool:
+    """Whether every partition's end offset reads as before (and every one knows its topic id)."""
+    ends, missing = read.end_offsets, read.missing_topics
+    for p in parts:
+        if p.topic_id is None or p.topic in missing or ends.get((p.topic, p.partition), p.end) != p.end:
+            return False
+    return True
 
 
 def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[GroupMember, ...],
@@ -272,7 +286,10 @@ def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[Gro
 
 def _judge(gid: str, group: kg.Group, old: GroupState | None, members: tuple[GroupMember, ...],
            parts: tuple[PartitionLag, ...], old_parts: tuple[PartitionLag, ...], settings: Settings,
-           now: datetime) -> GroupState:
+           now: datetime, idle: bool = False) -> GroupState:
+    if idle and old is not None and old.window_committed:  # the partitions the old state was judged on
+        return _judged(gid, group, old, members, parts, settings, now, old.lag, old.lag_partitions,
+                       old.max_partition_lag, old.last_commit_at, old.window_committed[-1], old.topic_names)
     lag: int | None = None
     positive = 0
     max_positive: int | None = None
@@ -299,6 +316,14 @@ def _judge(gid: str, group: kg.Group, old: GroupState | None, members: tuple[Gro
         topic_names = old.topic_names  # an idle group: the same partitions, the same topics
     else:
         topic_names = tuple(sorted({p.topic for p in parts}))
+    return _judged(gid, group, old, members, parts, settings, now, lag, positive, max_positive, last_commit_at,
+                   committed_sum, topic_names)
+
+
+def _judged(gid: str, group: kg.Group, old: GroupState | None, members: tuple[GroupMember, ...],
+            parts: tuple[PartitionLag, ...], settings: Settings, now: datetime, lag: int | None, positive: int,
+            max_positive: int | None, last_commit_at: datetime | None, committed_sum: int | None,
+            topic_names: tuple[str, ...]) -> GroupState:
     size = settings.group_window
     window_at = ((*old.window_at, now) if old else (now,))[-size:]
     window_lag = ((*old.window_lag, lag) if old else (lag,))[-size:]

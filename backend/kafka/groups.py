@@ -109,13 +109,36 @@ class GroupsRead:
 
 
 class GroupsMemo:
-    """Per (broker, api, batch), the last answer's digest and what was parsed from it."""
+    """Per (broker, api, batch), the last answer's digest and what was parsed from it; per group, its last offsets.
+
+    Groups whose committed offsets did not move at the last read are asked together ("quiet" batches first), so
+    the answers of a fleet's idle groups repeat byte for byte even while other groups commit; and a group whose
+    offsets are equal to the last read's gets the same dict back (compared by identity further on).
+    """
 
     def __init__(self) -> None:
         """Start empty."""
         self._lock = threading.Lock()
         self._memos: dict[bytes, tuple[probe.ResponseMemo, Any]] = {}
         self._used: set[bytes] = set()
+        self._offsets: dict[str, dict[tuple[str, int], int]] = {}  # the last read's, per group
+        self._quiet: set[str] = set()  # groups whose offsets did not move at the last read
+        self._next_offsets: dict[str, dict[tuple[str, int], int]] = {}
+        self._next_quiet: set[str] = set()
+
+    def is_quiet(self, group_id: str) -> bool:
+        """Whether the group's committed offsets did not move at the last read."""
+        return group_id in self._quiet
+
+    def same_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The last read's dict when equal to these offsets (the group is quiet), else these (it moved)."""
+        with self._lock:
+            last = self._offsets.get(group_id)
+            if last is not None and (last is offsets or last == offsets):
+                offsets = last
+                self._next_quiet.add(group_id)
+            self._next_offsets[group_id] = offsets
+            return offsets
 
     def get(self, key: bytes) -> tuple[probe.ResponseMemo, Any]:
         """The memo of one batch (created empty on first use)."""
@@ -133,11 +156,14 @@ class GroupsMemo:
             self._memos[key] = (memo, parsed)
 
     def sweep(self) -> None:
-        """Forget the batches the last read did not ask (groups gone, batches moved)."""
+        """Forget the batches the last read did not ask (groups gone, batches moved); this read's offsets are next
+        read's "last"."""
         with self._lock:
             for key in [k for k in self._memos if k not in self._used]:
                 del self._memos[key]
             self._used = set()
+            self._offsets, self._next_offsets = self._next_offsets, {}
+            self._quiet, self._next_quiet = self._next_quiet, set()
 
     def __len__(self) -> int:
         with self._lock:
@@ -392,19 +418,22 @@ class _Reader:
         if version is None:
             self.broker_error(b, "the broker offers no ListGroups version this reader speaks")
             return []
-        body, _reused, _key = self.request(b, P.API_LIST_GROUPS, version, {"states_filter": [], "types_filter": []})
+        body, reused, key = self.request(b, P.API_LIST_GROUPS, version, {"states_filter": [], "types_filter": []},
+                                         batch_key(b.id, P.API_LIST_GROUPS, version, ()))
         if body.get("error_code"):
             self.broker_error(b, "ListGroups: " + _error(body["error_code"]))
             return []
-        out = []
-        for raw in body.get("groups") or ():
-            group_type = (raw.get("group_type") or "").lower() if version >= 5 else "classic"
-            if group_type not in GROUP_TYPES:
-                group_type = "unknown"
-            out.append(Group(group_id=raw.get("group_id") or "", coordinator=b.id,
-                             protocol_type=raw.get("protocol_type") or "", state=raw.get("group_state") or "",
-                             group_type=group_type))
-        return out
+        listed: list[tuple[str, str, str, str]] | None = self.parsed(key, reused)
+        if listed is None:  # (an unchanged listing, same bytes: its tuples from the memo)
+            listed = []
+            for raw in body.get("groups") or ():
+                group_type = (raw.get("group_type") or "").lower() if version >= 5 else "classic"
+                listed.append((raw.get("group_id") or "", raw.get("protocol_type") or "",
+                               raw.get("group_state") or "", group_type if group_type in GROUP_TYPES else "unknown"))
+            self.remember(key, listed)
+        # fresh Group objects every read: describing fills them in
+        return [Group(group_id=gid, coordinator=b.id, protocol_type=protocol_type, state=state, group_type=group_type)
+                for gid, protocol_type, state, group_type in listed]
 
     # -- describing
 
@@ -493,6 +522,9 @@ class _Reader:
         retry: list[Group] = []
         if version >= 8:
             version = min(version, 9)  # (OUR_MAX caps it already: v10 names topics by id only)
+            if self.memo is not None:  # quiet groups first, in their own batches: their answers repeat
+                memo = self.memo
+                todo = sorted(todo, key=lambda g: (not memo.is_quiet(g.group_id), g.group_id))
             for first in range(0, len(todo), OFFSET_FETCH_BATCH):
                 batch = todo[first:first + OFFSET_FETCH_BATCH]
                 names = [g.group_id for g in batch]
@@ -563,6 +595,8 @@ class _Reader:
             return []
         if failed:
             g.error = g.error or f"committed offsets: {failed} partitions answered with an error"
+        if self.memo is not None:
+            offsets = self.memo.same_offsets(g.group_id, offsets)
         with self.lock:
             self.out.committed[g.group_id] = offsets
         return []

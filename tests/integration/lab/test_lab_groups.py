@@ -186,8 +186,8 @@ def test_an_unchanged_offset_fetch_answer_is_reused_and_a_changed_one_is_decoded
         first = read_cluster_groups(_brokers(lab, "k43"), timeout_s=10, memo=memo)
         again = read_cluster_groups(_brokers(lab, "k43"), timeout_s=10, memo=memo)
         assert not first.errors and first.committed == again.committed
-        # the same bytes: every OffsetFetch and describe batch taken from the memo, the same offsets objects
-        asked = sum(again.requests[k] for k in (P.API_OFFSET_FETCH, P.API_DESCRIBE_GROUPS,
+        # the same bytes: every ListGroups, OffsetFetch and describe answer taken from the memo, the same objects
+        asked = sum(again.requests[k] for k in (P.API_LIST_GROUPS, P.API_OFFSET_FETCH, P.API_DESCRIBE_GROUPS,
                                                 P.API_CONSUMER_GROUP_DESCRIBE, P.API_SHARE_GROUP_DESCRIBE))
         assert first.reused == 0 and again.reused == asked
         assert all(again.committed[g] is first.committed[g] for g in again.committed)
