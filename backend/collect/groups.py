@@ -115,7 +115,7 @@ class GroupCollector(ClusterSchedule[GroupSnapshot]):
         """Start with nothing read: every cluster is due at its first poll."""
         super().__init__()
         self._memos: dict[str, kg.GroupsMemo] = {}
-        self._converted: dict[str, ReadReuse] = {}
+        self._reuse: dict[str, ReadReuse] = {}
         self.stats = {"reads": 0, "answers_decoded": 0, "answers_reused": 0}
         self.client_configs: ClientGroupConfigs | None = None  # set by run_poller for its lake
 
@@ -128,7 +128,7 @@ class GroupCollector(ClusterSchedule[GroupSnapshot]):
         super().forget()
         with self._lock:
             self._memos.clear()
-            self._converted.clear()
+            self._reuse.clear()
 
     def collect(self, cluster: ClusterConfig, settings: Settings, brokers: Sequence[NodeInfo],
                 deadline: float, *, cluster_id: str | None = None, now: datetime | None = None) -> GroupSnapshot:
@@ -137,13 +137,13 @@ class GroupCollector(ClusterSchedule[GroupSnapshot]):
         with self._lock:
             previous = self._last.get(cluster.name)
             memo = self._memos.setdefault(cluster.name, kg.GroupsMemo())
-            converted = self._converted.setdefault(cluster.name, {})
+            reuse = self._reuse.setdefault(cluster.name, {})
             self._next_due[cluster.name] = started + settings.group_interval_s
         read = kg.read_cluster_groups(
             [(b.broker_id, b.host, b.port) for b in brokers], security=ProbeSecurity.from_cluster(cluster),
             timeout_s=settings.request_timeout_s, deadline=deadline, max_groups=settings.max_groups_per_cluster,
             concurrency=settings.probe_concurrency, resolver=cluster_resolver(cluster.name), memo=memo)
-        snapshot = build_snapshot(read, previous, settings, now or datetime.now(UTC), converted)
+        snapshot = build_snapshot(read, previous, settings, now or datetime.now(UTC), reuse)
         if self.client_configs is not None:
             configs = self.client_configs.for_cluster(cluster_id)
             snapshot.client_configs = {g: c for g, c in configs.items() if g in snapshot.groups}
@@ -161,12 +161,12 @@ def _coordinator_failed(read: kg.GroupsRead, coordinator: int | None) -> bool:
 
 
 def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings: Settings,
-                   now: datetime, converted: ReadReuse | None = None) -> GroupSnapshot:
+                   now: datetime, reuse: ReadReuse | None = None) -> GroupSnapshot:
     """One cluster's GroupSnapshot from a read and the last one (pure: the clock is passed in).
 
-    converted: what the collector's last read built from the reader's objects (refreshed in place to this read's).
+    reuse: what the collector's last read built from the reader's objects (refreshed in place to this read's).
     """
-    conversions = converted if converted is not None else {}
+    last_built = reuse if reuse is not None else {}
     fresh: ReadReuse = {}
     before = previous or GroupSnapshot(collected_at=now)
     out = GroupSnapshot(collected_at=now, listed=read.listed, skipped=len(read.skipped),
@@ -188,7 +188,7 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
             continue
         old = before.groups.get(gid)
         old_members = before.members.get(gid, ())
-        seen = conversions.get(gid)
+        seen = last_built.get(gid)
         if group.described:
             if seen is not None and seen[0] is group.members:
                 members = seen[1]
@@ -229,9 +229,9 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
         if gid not in out.groups and len(gid) <= MAX_GROUP_ID_CHARS:
             out.groups[gid] = GroupState(group_id=gid, first_seen_at=now,
                                          error="not read: over max_groups_per_cluster")
-    if converted is not None:
-        converted.clear()
-        converted.update(fresh)
+    if reuse is not None:
+        reuse.clear()
+        reuse.update(fresh)
     if not members_changed and set(out.members) == set(before.members) and previous is not None:
         out.members = before.members  # unchanged membership: the same object, compared by identity
     return out

@@ -123,19 +123,19 @@ def test_an_idle_groups_partitions_are_the_same_objects_from_read_to_read() -> N
 
 
 def test_members_the_memo_handed_back_are_not_converted_again_and_changed_ones_are() -> None:
-    converted: dict = {}
+    reuse: dict = {}
     first = _read(10, 20, members=2)
-    snap1 = build_snapshot(first, None, SETTINGS, T0, converted)
+    snap1 = build_snapshot(first, None, SETTINGS, T0, reuse)
     same = _read(11, 25, members=2)
     same.groups["orders-app"].members = first.groups["orders-app"].members  # the memo's objects, as reused
-    snap2 = build_snapshot(same, snap1, SETTINGS, T0 + timedelta(seconds=60), converted)
+    snap2 = build_snapshot(same, snap1, SETTINGS, T0 + timedelta(seconds=60), reuse)
     assert snap2.members["orders-app"] is snap1.members["orders-app"]
-    assert converted["orders-app"][0] is first.groups["orders-app"].members
+    assert reuse["orders-app"][0] is first.groups["orders-app"].members
     changed = _read(12, 30, members=2)
     old = changed.groups["orders-app"].members
     changed.groups["orders-app"].members = (kg.Member("m-0", "renamed-client", "/10.0.0.0",
                                                       assignment=(("orders", 0),)), old[1])
-    snap3 = build_snapshot(changed, snap2, SETTINGS, T0 + timedelta(seconds=120), converted)
+    snap3 = build_snapshot(changed, snap2, SETTINGS, T0 + timedelta(seconds=120), reuse)
     assert [m.client_id for m in snap3.members["orders-app"]] == ["renamed-client", "orders-app-1"]
     assert snap3.offsets["orders-app"][0].member_id == "m-0" and snap3.groups["orders-app"].lag == 18
 
@@ -157,14 +157,14 @@ def test_reusing_the_readers_unchanged_objects_judges_exactly_as_a_fresh_build(m
         nxt.committed["orders-app"] = reads[-1].committed["orders-app"]  # the memo's dict, as reused
         nxt.groups["orders-app"].members = reads[-1].groups["orders-app"].members
         reads.append(nxt)
-    converted: dict = {}
+    reuse: dict = {}
     plain = reused = None
     for i, read in enumerate(reads):
         at = T0 + timedelta(seconds=60 * i)
         mode = "plain"
         plain = build_snapshot(read, plain, SETTINGS, at)
         mode = "reused"
-        reused = build_snapshot(read, reused, SETTINGS, at, converted)
+        reused = build_snapshot(read, reused, SETTINGS, at, reuse)
         assert (reused.groups, reused.offsets, reused.members) == (plain.groups, plain.offsets, plain.members), i
     assert reused is not None and reused.groups["orders-app"].status == "stalled"
     assert reused.groups["orders-app"].window_lag == (20, 20, 20, 20)
