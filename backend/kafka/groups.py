@@ -391,6 +391,8 @@ class _Reader:
         body_out = b.conn.request(api_key, version, body, memo=response_memo, cap=MAX_GROUPS_RESPONSE_BYTES,
                                   max_elements=MAX_GROUPS_ELEMENTS)
         reused = response_memo is not None and before is not None and body_out is before
+        if response_memo is not None and memo_key is not None and self.memo is not None and not reused:
+            self.memo.put(memo_key, response_memo, None)  # a new answer: nothing parsed from it yet
         with self.lock:
             if reused:
                 self.out.reused += 1
@@ -405,7 +407,11 @@ class _Reader:
 
     def remember(self, key: bytes | None, parsed: Any) -> None:
         if key is not None and self.memo is not None:
-            self.memo.put(key, self.memo.get(key)[0], parsed)
+            memo = self.memo.get(key)[0]
+            # what was parsed is kept: the decoded body only needs its top-level scalars (error code) from now on,
+            # and dropping its per-group and per-member dicts spares the garbage collector thousands of objects
+            memo.body = {k: v for k, v in memo.body.items() if not isinstance(v, list | dict)}
+            self.memo.put(key, memo, parsed)
 
     def broker_error(self, b: _Broker, what: str) -> None:
         with self.lock:
