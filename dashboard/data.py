@@ -425,11 +425,13 @@ def _readiness(location: str, target: str, names: Visible) -> readiness.Readines
     brokers = _latest_brokers(location, None, True, names)
     rows, runs = _inventory(location, names)
     has_results = frames.results_exist(location)
-    defaults, dist, versions = ((_result(location, name, names) if has_results else None)
-                                for name in ("default_share", "distributions", "client_versions"))
+    defaults, dist, versions, alerts = ((_result(location, name, names) if has_results else None)
+                                        for name in ("default_share", "distributions", "client_versions",
+                                                     "config_alerts"))
     groups, groups_read = consumer_groups(location, names)
     return readiness.readiness(clusters, brokers, rows, runs, default_share=defaults, distributions=dist,
-                               client_versions=versions, groups=groups, groups_read=groups_read, target=target)
+                               client_versions=versions, alerts=alerts, groups=groups, groups_read=groups_read,
+                               target=target)
 
 
 def upgrade_readiness(location: str, target: str) -> readiness.Readiness:

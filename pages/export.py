@@ -76,20 +76,24 @@ def _key_chart(factory: Callable[..., go.Figure], frame: pd.DataFrame, key: str)
 
 
 def readiness_section(location: str) -> None:
-    """Upgrade readiness of every cluster this session may view, as CSV (the checklist, and the keys behind it)."""
+    """Upgrade readiness of every cluster this session may view, as CSV (the checklist, the keys, their instances)."""
     st.subheader("Upgrade readiness (CSV)")
     target = st.selectbox("Target release", readiness.known_targets(), index=0, key="export_readiness_target")
     ready = data.upgrade_readiness(location, target)  # the page's own cached reading, filtered by the grants
     checklist = safe_csv(report.readiness_checklist(ready))
     keys = safe_csv(ready.keys.assign(target=ready.target))
+    instances = safe_csv(ready.instances.assign(target=ready.target))
     st.caption(f"{len(ready.verdicts)} clusters: " + ", ".join(
         f"{n} {v}" for v, n in ready.verdicts["verdict"].value_counts().sort_index().items()))
-    left, right = st.columns(2)
+    left, right, third = st.columns(3)
     left.download_button("Download readiness checklist (CSV)", checklist, file_name=f"upgrade-readiness-{target}.csv",
                          mime="text/csv", key="export_readiness_download", on_click="ignore")
     right.download_button("Download client-config keys (CSV)", keys,
                           file_name=f"upgrade-readiness-keys-{target}.csv", mime="text/csv",
                           key="export_readiness_keys_download", on_click="ignore")
+    third.download_button("Download instances that set them (CSV)", instances,
+                          file_name=f"upgrade-readiness-instances-{target}.csv", mime="text/csv",
+                          key="export_readiness_instances_download", on_click="ignore")
 
 
 def report_section(location: str) -> None:

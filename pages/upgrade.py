@@ -49,6 +49,13 @@ def main() -> None:
         st.caption("No client-config results for these clusters yet (a config source and an analysis run fill it).")
     else:
         components.data_table(keys, key="upgrade_keys", name=f"upgrade-config-keys-{target}", hide_index=True)
+    named = report.instances[report.instances["cluster_name"].isin(chosen)]
+    if not named.empty:
+        st.subheader("Instances to chase")
+        st.caption("Every instance that sets a removed key to something other than its old default, or metric.reporters "
+                   "without JmxReporter, as the pipeline's rules name it (docs/rules.md CC019–CC022): its client.id, "
+                   "group.id and instance id lead to its owner.")
+        components.data_table(named, key="upgrade_instances", name=f"upgrade-instances-{target}", hide_index=True)
 
 
 main()

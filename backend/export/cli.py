@@ -1,10 +1,11 @@
-"""`python -m backend export --report drift|broker-configs|groups|readiness|readiness-keys --clusters a,b --out FILE [...]`.
+"""`python -m backend export --report drift|broker-configs|groups|readiness|readiness-keys|readiness-instances ...`.
 
 drift: the one-file HTML config-drift report (with the broker-config comparison, the consumer groups and upgrade
 readiness as sections); broker-configs: the broker-config comparison as CSV; groups: the consumer groups and their lag
 per partition as CSV; readiness: the upgrade-readiness checklist of each cluster with its verdict as CSV (`--target`,
 default the newest 4.x; `--clusters` optional: every polled cluster); readiness-keys: the client-config keys behind it
-(removed, or with a default the target changed) per cluster and client type, as CSV.
+(removed, or with a default the target changed) per cluster and client type, as CSV; readiness-instances: every
+instance behind those keys that the pipeline's rules name (client.id, group.id, instance id, value), as CSV.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from backend.export.report import (
 from backend.store.location import LAKE_HELP
 from backend.views.readiness import known_targets
 
-REPORTS = ("drift", "broker-configs", "groups", "readiness", "readiness-keys")
+REPORTS = ("drift", "broker-configs", "groups", "readiness", "readiness-keys", "readiness-instances")
 NEEDS_CLUSTERS = ("drift", "broker-configs", "groups")
 
 
@@ -63,9 +64,10 @@ def run_export_command(args: argparse.Namespace) -> int:
         if args.target is not None and args.target not in known_targets():
             raise ReportError(f"unknown --target {args.target}; known: {', '.join(known_targets())}")
         location = configured_lake(args.lake, fleet_file=args.config)
-        if args.report in ("readiness", "readiness-keys"):
+        if args.report.startswith("readiness"):
             text = build_readiness_csv(location, args.target, clusters=args.clusters,
-                                       keys=args.report == "readiness-keys")
+                                       keys=args.report == "readiness-keys",
+                                       instances=args.report == "readiness-instances")
         elif args.report == "broker-configs":
             text = build_broker_config_csv(location, args.clusters, include_defaults=args.include_defaults)
         elif args.report == "groups":

@@ -241,6 +241,11 @@ def _readiness_section(report: readiness.Readiness | None) -> list[str]:
                   "<p>Per cluster and client type: instances that report the key, at its old default, at the new one, "
                   "set otherwise, or not reporting it (from the known-keys table built from the real client jars).</p>",
                   _table(report.keys)]
+    if not report.instances.empty:
+        parts += ["<h3>Instances to chase</h3>",
+                  "<p>Every instance that sets a removed key to something other than its old default, or "
+                  "metric.reporters without JmxReporter, as the rules CC019–CC022 name it.</p>",
+                  _table(report.instances)]
     return parts
 
 
@@ -249,7 +254,8 @@ def load_readiness(location: str, clusters: list[str] | None = None, target: str
     """Upgrade readiness of the chosen clusters (default: every cluster) within ``scope``, from the lake.
 
     The same inputs the Upgrade readiness page reads: the latest clusters and brokers, the client inventory, and the
-    pipeline's default_share, distributions and client_versions (named by cluster; sensitive keys left out).
+    pipeline's default_share, distributions, client_versions and config_alerts (named by cluster; sensitive keys left
+    out).
     """
     scope = scope or Scope()
     if target is not None and target not in readiness.known_targets():
@@ -263,7 +269,8 @@ def load_readiness(location: str, clusters: list[str] | None = None, target: str
         raise ReportError(f"no polled clusters in {location}: run python -m backend poll first")
     names = list(latest["cluster_name"])
     ids = config_views.id_to_name(history)
-    results: dict[str, pd.DataFrame | None] = dict.fromkeys(("default_share", "distributions", "client_versions"))
+    results: dict[str, pd.DataFrame | None] = dict.fromkeys(("default_share", "distributions", "client_versions",
+                                                             "config_alerts"))
     if frames.results_exist(location):
         for name in results:
             frame = config_views.drop_sensitive(scope.by_id(frames.read_result(location, name)))
@@ -275,7 +282,8 @@ def load_readiness(location: str, clusters: list[str] | None = None, target: str
                                scope.by_name(frames.inventory_rows(location, names)),
                                scope.by_name(frames.inventory_runs(location, names)),
                                default_share=results["default_share"], distributions=results["distributions"],
-                               client_versions=results["client_versions"], groups=groups,
+                               client_versions=results["client_versions"], alerts=results["config_alerts"],
+                               groups=groups,
                                groups_read=frozenset(runs["cluster_name"]), target=target)
 
 
@@ -286,10 +294,12 @@ def readiness_checklist(report: readiness.Readiness) -> pd.DataFrame:
 
 
 def build_readiness_csv(location: str, target: str | None = None, *, clusters: list[str] | None = None,
-                        keys: bool = False, scope: Scope | None = None) -> str:
-    """The readiness checklist (or, with ``keys``, the client-config keys behind it) of the chosen clusters (within
-    ``scope``) for the target, as CSV (formula cells neutralised)."""
+                        keys: bool = False, instances: bool = False, scope: Scope | None = None) -> str:
+    """The readiness checklist (with ``keys``, the client-config keys behind it; with ``instances``, the instances
+    that set them) of the chosen clusters (within ``scope``) for the target, as CSV (formula cells neutralised)."""
     report = load_readiness(location, clusters, target, scope=scope)
+    if instances:
+        return safe_csv(report.instances.assign(target=report.target))
     if keys:
         return safe_csv(report.keys.assign(target=report.target))
     return safe_csv(readiness_checklist(report))

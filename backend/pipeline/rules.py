@@ -24,6 +24,12 @@ JAVA_REFUSES = "Java 2.8–4.4 refuse to start with it (ConfigException), so onl
 # and the versions librdkafka 1.8.2 (the client release KIP-896 analysed) uses.
 MIN_JAVA_FOR_KAFKA4 = (2, 1, 0)
 MIN_LIBRDKAFKA_FOR_KAFKA4 = (1, 8, 2)
+# Kafka Streams names its own consumers <client.id>-StreamThread-N-consumer, ...-StreamThread-N-restore-consumer,
+# ...-StateUpdater-N-restore-consumer (3.8+) and ...-global-consumer (client.id lower-cased by {str:}).
+STREAMS_OWN_CONSUMER = ("coalesce({str:client.id}, '') NOT LIKE '%-streamthread-%consumer' "
+                        "AND coalesce({str:client.id}, '') NOT LIKE '%-stateupdater-%-restore-consumer' "
+                        "AND coalesce({str:client.id}, '') NOT LIKE '%-global-consumer'")
+JMX_CLIENT_TYPES = ("admin", "consumer", "producer", "streams")
 GROUP_CONSISTENCY_KEYS = ("session.timeout.ms", "max.poll.interval.ms", "heartbeat.interval.ms",
                           "group.protocol", "partition.assignment.strategy")
 
@@ -175,7 +181,55 @@ RULES: tuple[Rule, ...] = (
          "https://cwiki.apache.org/confluence/display/KAFKA/KIP-896%3A+Remove+old+client+protocol+API+versions+in+Kafka+4.0",
          ("client_software_version",), (), fleet="client_too_old",
          versions="Java below 2.1, librdkafka below 1.8.2, on clusters of Kafka 4.x brokers"),
+    # Keys Kafka 4.x Java clients no longer define (readiness names the instances through these rules,
+    # REMOVED_KEY_RULES): a value other than the key's old default is a setting the new clients ignore.
+    Rule("CC019", "info", "auto.include.jmx.reporter set: Kafka 4.0 clients ignore it",
+         "KIP-830 (3.4) added auto.include.jmx.reporter (default true, deprecated from the start); Kafka 4.0 "
+         "clients no longer define it and instead default metric.reporters to JmxReporter. An instance that "
+         "sets it to false to turn its JMX metrics off gets them back on 4.x unless metric.reporters is set "
+         "to a list without JmxReporter; drop the key and set metric.reporters instead.",
+         DOC + "#producerconfigs_metric.reporters", ("auto.include.jmx.reporter",), JMX_CLIENT_TYPES,
+         "{str:auto.include.jmx.reporter} <> 'true'",
+         versions="Java 3.4–3.9 define it and start with it; 2.8–3.3 and 4.x start too, without it in their "
+                  "config block (4.x list JmxReporter in metric.reporters instead)"),
+    Rule("CC020", "warning", "metric.reporters without JmxReporter: JMX metrics lost on Kafka 4.x clients",
+         "Java clients before 4.0 add JmxReporter to metric.reporters by themselves (always before 3.4, "
+         "then unless auto.include.jmx.reporter=false). Kafka 4.0 clients run only the reporters "
+         "metric.reporters names, and its default became JmxReporter: an instance that sets metric.reporters "
+         "to a list without org.apache.kafka.common.metrics.JmxReporter silently loses its JMX metrics, and "
+         "what monitors them, when it moves to 4.x. Add JmxReporter to the list to keep them.",
+         DOC + "#producerconfigs_metric.reporters", ("metric.reporters",), JMX_CLIENT_TYPES,
+         "{str:metric.reporters} <> '' AND instr({str:metric.reporters}, "
+         "'org.apache.kafka.common.metrics.jmxreporter') = 0 "
+         "AND coalesce({str:auto.include.jmx.reporter}, 'true') = 'true'",
+         versions="Java 2.8–4.4 start with it; 2.8–3.9 still expose JMX metrics, 4.x do not"),
+    Rule("CC021", "info", "Kafka Streams retries set: Kafka 4.0 Streams no longer define it",
+         "StreamsConfig's own retries (default 0) was deprecated in 2.7 by KIP-572, which replaced Streams' "
+         "retry loops with task.timeout.ms, and Kafka 4.0 Streams no longer define it. The value still "
+         "reaches the app's producer (retries is a producer key); what it did for Streams itself is gone: "
+         "use task.timeout.ms.",
+         "https://cwiki.apache.org/confluence/display/KAFKA/KIP-572%3A+Improve+timeouts+and+retries+in+Kafka+Streams",
+         ("retries",), ("streams",), "{num:retries} <> 0",
+         versions="Kafka Streams 2.8–3.9 log it in their StreamsConfig block; 4.x Streams start with it and "
+                  "log it only in their producer's and admin client's blocks (as 2.8–3.9 do too)"),
+    Rule("CC022", "info", "internal.leave.group.on.close=false: Kafka 4.2 consumers ignore it",
+         "An internal consumer key (default true): false keeps a closing member in its group until its "
+         "session times out, so a restart does not rebalance. Kafka 4.2 consumers no longer define it "
+         "(Kafka Streams, which set it on its own consumers, closes them with CloseOptions, KIP-1092): a "
+         "consumer that sets it leaves its group on close after the upgrade. Use static membership "
+         "(group.instance.id), or the consumer's close options, instead. Streams' own consumers are left out.",
+         DOC + "#consumerconfigs_group.instance.id", ("internal.leave.group.on.close",),
+         ("consumer", "share_consumer"),
+         "{str:internal.leave.group.on.close} = 'false' AND " + STREAMS_OWN_CONSUMER,
+         versions="Java 2.8–4.1 consumers define it and start with it (Kafka Streams 2.8–4.1 log false for "
+                  "their own consumers); 4.2+ start too, without it in their config block"),
 )
+
+# Removed key -> the rule naming the instances that set it (backend.views.readiness lists them).
+REMOVED_KEY_RULES = {"auto.include.jmx.reporter": "CC019", "retries": "CC021",
+                     "internal.leave.group.on.close": "CC022"}
+# metric.reporters changed its default in 4.0: the instances at risk set it (CC020), not those on the default.
+JMX_REPORTERS_RULE = "CC020"
 
 _PLACEHOLDER = re.compile(r"\{(num|str|has):([A-Za-z0-9_.\-]+)\}")
 

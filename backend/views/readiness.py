@@ -20,6 +20,7 @@ import pandas as pd
 from backend.configs import known_keys
 from backend.kafka import client_floors
 from backend.kafka.versions import detect_family, family_rows, release_key, release_rows
+from backend.pipeline.rules import JMX_REPORTERS_RULE, REMOVED_KEY_RULES
 
 PASS, FAIL, WARN, UNKNOWN = "pass", "fail", "warn", "unknown"
 READY, BLOCKED, UNVERIFIED = "ready", "blocked", "unverified"
@@ -33,7 +34,13 @@ SAMPLE = 8
 REMOVED, CHANGED = "removed", "default changed"
 KEY_COLUMNS = ("cluster_name", "item", "client_type", "key", "default_before", "default_after", "instances_reporting",
                "at_old_default", "at_new_default", "set_otherwise", "not_reporting", "flagged_default", "affected",
-               "instances", "java_instances")
+               "instances", "java_instances", "set_by")
+# The instances the pipeline's per-instance rules name (config_alerts): removed keys set to something other than
+# their old default (REMOVED_KEY_RULES), metric.reporters set without JmxReporter (JMX_REPORTERS_RULE).
+INSTANCE_COLUMNS = ("cluster_name", "item", "client_type", "key", "value", "client_id", "group_id",
+                    "client_instance_id", "rule_id")
+NAMED = 3  # instances named in a checklist detail and a keys row; the instances table has them all
+JMX_REPORTER = "org.apache.kafka.common.metrics.jmxreporter"
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,8 @@ class Readiness:
     # The client-config keys behind the two config items, per cluster and client type (KEY_COLUMNS): how many
     # instances report each removed or changed key, at its old default, at the new one, set otherwise, not at all.
     keys: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(KEY_COLUMNS)))
+    # Every instance behind a keys row that a rule names (INSTANCE_COLUMNS), so their owners can be found.
+    instances: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(INSTANCE_COLUMNS)))
 
 
 def default_target() -> str:
@@ -250,6 +259,12 @@ def _same(a: object, b: object) -> bool:
     return norm(a) == norm(b)
 
 
+def _reporters_without_jmx(value: object) -> bool:
+    """A metric.reporters value that lists reporters but not JmxReporter ('' and '[]' list none)."""
+    text = "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value).strip().strip("[]")
+    return bool(text.strip()) and JMX_REPORTER not in text.lower()
+
+
 def _shown(value: str | None) -> str:
     return "null" if value is None else '""' if value == "" else value
 
@@ -310,6 +325,48 @@ def changed_defaults(target: str) -> dict[str, tuple[str, str | None, str | None
     return out
 
 
+def _rule_key(change: KeyChange) -> str | None:
+    """The rule naming the instances a key change affects (None: naming them would be noise)."""
+    if change.kind == REMOVED:
+        return REMOVED_KEY_RULES.get(change.key)
+    return JMX_REPORTERS_RULE if change.key == "metric.reporters" else None
+
+
+def _instance_rows(name: str, alerts: pd.DataFrame | None, changes: list[KeyChange]) -> list[dict[str, object]]:
+    """The instances of one cluster that the rules behind ``changes`` name (config_alerts with a cluster column)."""
+    if alerts is None or alerts.empty or "cluster" not in alerts:
+        return []
+    wanted = {(rule, change.client_type): change for change in changes if (rule := _rule_key(change)) is not None}
+    mine = alerts[(alerts["cluster"] == name) & alerts["rule_id"].isin({rule for rule, _ in wanted})]
+    rows: list[dict[str, object]] = []
+    for a in mine.itertuples(index=False):
+        change = wanted.get((str(a.rule_id), str(a.client_type)))
+        if change is None:
+            continue
+        try:
+            value = json.loads(str(a.observed_json)).get(change.key)
+        except (ValueError, AttributeError):
+            value = None
+        rows.append({"cluster_name": name,
+                     "item": "client config keys removed" if change.kind == REMOVED else "client config defaults changed",
+                     "client_type": change.client_type, "key": change.key, "value": value,
+                     "client_id": _text(a.client_id), "group_id": _text(a.group_id),
+                     "client_instance_id": _text(a.client_instance_id),
+                     "rule_id": a.rule_id})
+    return sorted(rows, key=lambda r: (str(r["key"]), str(r["client_type"]), not r["client_id"],  # unnamed last
+                                       str(r["client_id"] or ""), str(r["client_instance_id"] or "")))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _who(rows: list[dict[str, object]]) -> str:
+    """'a, b, c and 4 more': the first instances by client.id (their instance id when they have none)."""
+    shown = [str(r["client_id"]) if r["client_id"] else f"instance {r['client_instance_id']}" for r in rows[:NAMED]]
+    return ", ".join(shown) + (f" and {len(rows) - NAMED} more" if len(rows) > NAMED else "")
+
+
 def _type_totals(mine: pd.DataFrame, versions: pd.DataFrame | None) -> dict[str, tuple[int, int | None]]:
     """Per client type in one cluster: (instances, Java client instances or None when unknown).
 
@@ -327,8 +384,11 @@ def _type_totals(mine: pd.DataFrame, versions: pd.DataFrame | None) -> dict[str,
 
 
 def _key_rows(name: str, mine: pd.DataFrame, dist: pd.DataFrame | None, versions: pd.DataFrame | None,
-              changes: list[KeyChange]) -> list[dict[str, object]]:
-    """One row per (key change, client type present in the cluster): how many instances set it or rely on it."""
+              changes: list[KeyChange], named: list[dict[str, object]] | None) -> list[dict[str, object]]:
+    """One row per (key change, client type present in the cluster): how many instances set it or rely on it.
+
+    ``named``: the instances the rules name (None: the rules' results are not there).
+    """
     totals = _type_totals(mine, versions)
     shares = {(str(t), str(k)): (int(i), int(d)) for t, k, i, d in
               zip(mine["client_type"], mine["key"], mine["instances"], mine["default_count"], strict=True)}
@@ -354,8 +414,18 @@ def _key_rows(name: str, mine: pd.DataFrame, dist: pd.DataFrame | None, versions
             at_old = sum(n for v, n in spread if _same(v, change.before))
             at_new = sum(n for v, n in spread if change.kind == CHANGED and _same(v, change.after))
             other = sum(n for v, n in spread) - at_old - at_new
+        who = [r for r in named or [] if r["key"] == change.key and r["client_type"] == change.client_type]
         if change.kind == REMOVED:
             affected = other  # a value other than its old default: a setting the target's clients ignore
+        elif change.key == "metric.reporters":
+            # 4.x run only the reporters listed (default JmxReporter): a list set without it loses JMX; the old
+            # empty default is fine. The rule (which also knows auto.include.jmx.reporter) counts when it ran.
+            if named is not None:
+                affected = len(who)
+            elif spread is not None:
+                affected = sum(n for v, n in spread if _reporters_without_jmx(v))
+            else:
+                affected = other  # set, with or without JmxReporter: the values are not there
         else:
             affected = at_old if at_old is not None else flagged  # on the old default: a target client changes it
         rows.append({
@@ -366,23 +436,30 @@ def _key_rows(name: str, mine: pd.DataFrame, dist: pd.DataFrame | None, versions
             "default_after": "(removed)" if change.kind == REMOVED else f"{_shown(change.after)} ({change.after_release})",
             "instances_reporting": reporting, "at_old_default": at_old, "at_new_default": at_new,
             "set_otherwise": other, "not_reporting": max(total - reporting, 0), "flagged_default": flagged,
-            "affected": affected, "instances": total, "java_instances": java,
+            "affected": affected, "instances": total, "java_instances": java, "set_by": _who(who),
         })
     return rows
 
 
 def _config_items(name: str, defaults: pd.DataFrame | None, dist: pd.DataFrame | None,
-                  versions: pd.DataFrame | None, target: str) -> tuple[list[tuple[str, str, str]], list[dict[str, object]]]:
+                  versions: pd.DataFrame | None, alerts: pd.DataFrame | None, target: str
+                  ) -> tuple[list[tuple[str, str, str]], list[dict[str, object]], list[dict[str, object]]]:
     mine = defaults[defaults["cluster"] == name] if defaults is not None and not defaults.empty else None
     if mine is None or mine.empty:
         why = ("no client-config results for this cluster (no config source, or the analysis has not run)"
                if mine is None else "no client-config results for this cluster")
-        return [("client config keys removed", UNKNOWN, why), ("client config defaults changed", UNKNOWN, why)], []
+        return [("client config keys removed", UNKNOWN, why), ("client config defaults changed", UNKNOWN, why)], [], []
     changes = key_changes(target)
     mine_dist = dist[dist["cluster"] == name] if dist is not None and "cluster" in dist else None
     mine_versions = versions[versions["cluster"] == name] if versions is not None and "cluster" in versions else None
-    rows = _key_rows(name, mine, mine_dist, mine_versions, changes)
+    named = _instance_rows(name, alerts, changes) if alerts is not None else None
+    rows = _key_rows(name, mine, mine_dist, mine_versions, changes, named)
     frame = pd.DataFrame(rows, columns=list(KEY_COLUMNS))
+    listed = {(r["client_type"], r["key"]) for r in rows}  # instances of a type the keys table skips are left out
+    named = [r for r in named or [] if (r["client_type"], r["key"]) in listed]
+
+    def by(r: pd.Series) -> str:
+        return f" (set by {r['set_by']})" if r["set_by"] else ""
 
     def who(r: pd.Series) -> str:
         mixed = pd.notna(r["java_instances"]) and r["java_instances"] < r["instances"]
@@ -391,7 +468,7 @@ def _config_items(name: str, defaults: pd.DataFrame | None, dist: pd.DataFrame |
 
     removed = frame[(frame["item"] == "client config keys removed") & (frame["instances_reporting"] > 0)]
     setting = [f"{r['key']} ({r['client_type']}, default {r['default_before']}): {int(r['affected'])} of "
-               f"{int(r['instances_reporting'])} instances set it{who(r)}"
+               f"{int(r['instances_reporting'])} instances set it{who(r)}{by(r)}"
                for _, r in removed.iterrows() if r["affected"]]
     if setting:
         keys_item = (WARN, _joined(setting) + f" (gone in {target} clients: the setting is ignored there)")
@@ -403,7 +480,13 @@ def _config_items(name: str, defaults: pd.DataFrame | None, dist: pd.DataFrame |
         keys_item = (PASS, f"no instance reports a key {target} clients no longer define "
                            f"({len({c.key for c in changes if c.kind == REMOVED})} such keys)")
     changed = frame[frame["item"] == "client config defaults changed"]
-    relying = [f"{r['key']} ({r['client_type']}): {int(r['affected'])} of {int(r['instances_reporting'])} instances on "
+    reporters = changed[changed["key"] == "metric.reporters"]
+    changed = changed[changed["key"] != "metric.reporters"]
+    losing = [f"metric.reporters ({r['client_type']}): {int(r['affected'])} of {int(r['instances_reporting'])} "
+              f"instances set it without JmxReporter{who(r)}{by(r)}: {target} clients run only the listed reporters, "
+              "so their JMX metrics stop (add org.apache.kafka.common.metrics.JmxReporter to the list)"
+              for _, r in reporters.iterrows() if r["affected"]]
+    relying = losing + [f"{r['key']} ({r['client_type']}): {int(r['affected'])} of {int(r['instances_reporting'])} instances on "
                f"the old default {r['default_before']}, {target} clients default to {r['default_after']}{who(r)}"
                + (f"; {int(r['not_reporting'])} do not report it" if r["not_reporting"] else "")
                for _, r in changed.iterrows() if r["affected"]]
@@ -413,19 +496,21 @@ def _config_items(name: str, defaults: pd.DataFrame | None, dist: pd.DataFrame |
     elif relying:
         default_item = (WARN, _joined(relying) + " (they change when those clients move to the target; set the old "
                                                  "value explicitly to keep it)")
-    elif changed.empty:
+    elif changed.empty and reporters.empty:
         default_item = (PASS, "no Java client instance of a type whose defaults changed reports to this cluster "
                               f"({', '.join(keys_changed)}: the defaults of Apache Kafka's Java clients)")
     else:
         silent = int(changed["not_reporting"].sum())
-        default_item = (PASS, "no instance reports the old default of a key whose default changed "
-                              f"({', '.join(keys_changed)})" + (f"; {silent} instance-keys not reported" if silent else ""))
-    return [("client config keys removed", *keys_item), ("client config defaults changed", *default_item)], rows
+        default_item = (PASS, "no instance reports the old default of a key whose default changed, nor sets "
+                              f"metric.reporters without JmxReporter ({', '.join(keys_changed)})"
+                              + (f"; {silent} instance-keys not reported" if silent else ""))
+    return [("client config keys removed", *keys_item), ("client config defaults changed", *default_item)], rows, named
 
 
 def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataFrame, runs: pd.DataFrame, *,
               default_share: pd.DataFrame | None = None, distributions: pd.DataFrame | None = None,
-              client_versions: pd.DataFrame | None = None, groups: pd.DataFrame | None = None,
+              client_versions: pd.DataFrame | None = None, alerts: pd.DataFrame | None = None,
+              groups: pd.DataFrame | None = None,
               groups_read: Collection[str] | None = None, target: str | None = None,
               now: datetime | None = None) -> Readiness:
     """The readiness of every cluster in `clusters` for `target` (see the module doc).
@@ -433,7 +518,8 @@ def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataF
     `clusters`: latest cluster rows (cluster_name, zk_cluster_id); `brokers`: their latest broker rows;
     `inventory` / `runs`: the stored client inventory (backend/store/inventory_readers.py); `default_share`: the
     pipeline's results with a `cluster` name column (`distributions` and `client_versions` too, optional: the values
-    instances report, and how many instances of each client type a cluster has); `groups`: consumer groups (cluster_name, group_id, group_type
+    instances report, and how many instances of each client type a cluster has; `alerts`: the config_alerts result,
+    whose rules name the instances that set removed keys or metric.reporters without JmxReporter); `groups`: consumer groups (cluster_name, group_id, group_type
     classic|consumer|share|streams|unknown, protocol_type, state: backend.store.group_readers.read_groups), None when
     they are not collected; `groups_read`: the clusters whose groups have been read (the others are unverified).
     """
@@ -444,14 +530,17 @@ def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataF
     items: list[dict[str, str]] = []
     verdicts: list[dict[str, object]] = []
     key_rows: list[dict[str, object]] = []
+    instance_rows: list[dict[str, object]] = []
     for _, cluster in clusters.sort_values("cluster_name").iterrows():
         name = str(cluster["cluster_name"])
         mine = brokers[brokers["cluster_name"] == name] if not brokers.empty else brokers
         run_rows = runs[runs["cluster_name"] == name] if not runs.empty else runs
         run = run_rows.iloc[-1] if not run_rows.empty else None
         rows = inventory[inventory["cluster_name"] == name] if not inventory.empty else inventory
-        config_items, config_rows = _config_items(name, default_share, distributions, client_versions, target)
+        config_items, config_rows, named = _config_items(name, default_share, distributions, client_versions, alerts,
+                                                         target)
         key_rows += config_rows
+        instance_rows += named
         checklist = [*_broker_items(cluster, mine, release_key(target)),
                      *_client_items(name, run, rows, mine, target, now),
                      _group_item(name, groups, groups_read),
@@ -467,12 +556,13 @@ def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataF
                          "failed": len(failed), "unknown": len(unknown), "warnings": len(warned)})
     columns = ["cluster_name", "verdict", "reasons", "failed", "unknown", "warnings"]
     keys = pd.DataFrame(key_rows, columns=list(KEY_COLUMNS))
-    counts = list(KEY_COLUMNS[6:])
+    counts = list(KEY_COLUMNS[6:-1])
     keys[counts] = keys[counts].astype("Int64")  # a count the results cannot tell stays <NA>, not a float
     keys = keys.sort_values(["cluster_name", "affected", "instances_reporting", "item", "key", "client_type"],
                             ascending=[True, False, False, True, True, True], kind="stable").reset_index(drop=True)
     return Readiness(target, pd.DataFrame(verdicts, columns=columns),
-                     pd.DataFrame(items, columns=["cluster_name", "item", "status", "detail"]), keys)
+                     pd.DataFrame(items, columns=["cluster_name", "item", "status", "detail"]), keys,
+                     pd.DataFrame(instance_rows, columns=list(INSTANCE_COLUMNS)))
 
 
 def client_items_ready(report: Readiness, cluster: str) -> bool:

@@ -22,6 +22,15 @@ import org.apache.kafka.streams.StreamsBuilder;
 public class RealClients {
     private static final Duration CLOSE = Duration.ofSeconds(5);
 
+    /** A metrics reporter that is not JmxReporter (metric.reporters=RealClients$QuietReporter; rule CC020). */
+    public static class QuietReporter implements org.apache.kafka.common.metrics.MetricsReporter {
+        @Override public void configure(java.util.Map<String, ?> configs) { }
+        @Override public void init(java.util.List<org.apache.kafka.common.metrics.KafkaMetric> metrics) { }
+        @Override public void metricChange(org.apache.kafka.common.metrics.KafkaMetric metric) { }
+        @Override public void metricRemoval(org.apache.kafka.common.metrics.KafkaMetric metric) { }
+        @Override public void close() { }
+    }
+
     public static void main(String[] args) {
         for (String spec : args) {
             String[] parts = spec.split(";");

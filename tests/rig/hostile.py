@@ -32,10 +32,14 @@ ERROR_TEXT = "x" * 100 + f" password={SECRET} " + "y" * 8000 + f" token={SECRET}
 HOSTILE_KEYS = (f"![x](http://{EVIL}/i.png)", f"[click](http://{EVIL}/x)", f"<img src='http://{EVIL}/h.png'>",
                 "abc\u202egpj.exe.key")
 HOSTILE_CLIENT_ID = f"[client](http://{EVIL}/c) \u202eevil"
+# What clients of `evil` tell its brokers (KIP-511 software, as its metrics endpoint serves it) and its group's name.
+HOSTILE_SOFTWARE = f"=HYPERLINK(\"http://{EVIL}/s\") <b id='injected'>sw</b> [sw](http://{EVIL}/sw)\n\"q\""
+HOSTILE_GROUP = f"[group](http://{EVIL}/g) <img src='http://{EVIL}/g.png'> =1+1"
 
 
-def hostile_lab(state_dir: Path) -> LabFleet:
-    """The two-cluster lab (not started)."""
+def hostile_lab(state_dir: Path, *, clients: bool = False) -> LabFleet:
+    """The two-cluster lab (not started); with ``clients``, `evil` also has a consumer group with a hostile name and
+    client id, and its metrics endpoint reports a hostile client software that uses a removed protocol version."""
     raw = {"lab": {"state_dir": str(state_dir)}, "clusters": [
         {"name": "evil", "profile": "apache-kafka-4-kraft-kip885", "policy": {"push_config": True},
          "configs": {"compression.type": FORMULA_RACK, "log.message.timestamp.type": "+1+1",
@@ -47,6 +51,11 @@ def hostile_lab(state_dir: Path) -> LabFleet:
         {"name": "calm", "profile": "apache-kafka-4-kraft-kip885", "brokers": [{"id": 1, "rack": "r1"}],
          "topics": [{"name": "orders"}]},
     ]}
+    if clients:
+        raw["clusters"][0]["groups"] = [{"name": HOSTILE_GROUP, "topics": ["orders"], "members": 2,
+                                         "client_id": HOSTILE_CLIENT_ID}]
+        raw["clusters"][0]["metrics_clients"] = [{"software_name": HOSTILE_SOFTWARE, "software_version": "0.10 @SUM(A1)",
+                                                  "deprecated": ["Produce:2"], "connections": 2}]
     return LabFleet(parse_lab_config(raw, state_dir))
 
 

@@ -15,6 +15,7 @@ fetched its favicon from fonts.gstatic.com; the bidi topic read `abcexe.jpg`.
 from __future__ import annotations
 
 import csv
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -39,7 +40,9 @@ from tests.rig.hostile import (
     EVIL,
     FORMULA_RACK,
     HOSTILE_CLIENT_ID,
+    HOSTILE_GROUP,
     HOSTILE_KEYS,
+    HOSTILE_SOFTWARE,
     hostile_lab,
     make_hostile,
     push_hostile_keys,
@@ -49,7 +52,8 @@ pytestmark = pytest.mark.timeout(600)
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 ROW_END = re.compile("\r\n|[" + "".join(LINE_BREAKS) + "]")
 APP = Path(__file__).resolve().parents[3] / "dashboard" / "app.py"
-PAGES = ["", "cluster?cluster=evil", "compare", "client_configs", "alerts", "export"]
+PAGES = ["", "cluster?cluster=evil", "compare", "consumer_groups", "client_configs", "clients", "upgrade", "alerts",
+         "export"]
 
 
 def _write_results(lake: Path, ids: dict[str, str]) -> None:
@@ -66,7 +70,9 @@ def _write_results(lake: Path, ids: dict[str, str]) -> None:
                         "distinct_values": 40, "dominant_value": "x", "dominant_share": 0.025, "max_tvd": 0.0,
                         "distinct_share": 1.0}],
         "client_versions": [{"cluster_id": evil, "client_type": "producer", "client_software_name": HOSTILE_KEYS[2],
-                             "client_software_version": "\u202e1.2.3", "instances": 4}],
+                             "client_software_version": "\u202e1.2.3", "instances": 4},
+                            {"cluster_id": evil, "client_type": "producer", "client_software_name": "apache-kafka-java",
+                             "client_software_version": "3.9.0", "instances": 2}],
         "numeric_summary": [{"cluster_id": evil, "client_type": "producer", "key": "linger.ms", "type": "LONG",
                              "instances": 4, "unparsable": 0, "min": 0.0, "p50": 5.0, "p90": 5.0, "max": 5.0}],
         "drift_clusters": [{"client_type": "producer", "key": "acks", "cluster_a": evil, "cluster_b": calm, "tvd": 0.5,
@@ -75,9 +81,22 @@ def _write_results(lake: Path, ids: dict[str, str]) -> None:
                            "cluster_id": evil, "client_instance_id": "ci", "client_id": HOSTILE_CLIENT_ID,
                            "group_id": HOSTILE_KEYS[3], "client_type": "producer", "keys": "acks",
                            "observed_json": '{"acks": "=1+1"}', "explanation": "records can be lost",
-                           "doc_url": "https://kafka.apache.org/documentation/"}],
+                           "doc_url": "https://kafka.apache.org/documentation/"},
+                          # Upgrade readiness names who sets a key 4.x removed (CC019) and a reporter list without JMX
+                          {"alert_id": "a2", "rule_id": "CC019", "severity": "info", "title": "jmx",
+                           "cluster_id": evil, "client_instance_id": "ci2", "client_id": HOSTILE_CLIENT_ID,
+                           "group_id": HOSTILE_GROUP, "client_type": "producer", "keys": "auto.include.jmx.reporter",
+                           "observed_json": '{"auto.include.jmx.reporter": "false"}', "explanation": "ignored on 4.x",
+                           "doc_url": "https://kafka.apache.org/documentation/"},
+                          {"alert_id": "a3", "rule_id": "CC020", "severity": "warning", "title": "reporters",
+                           "cluster_id": evil, "client_instance_id": "ci3", "client_id": "=2+2",
+                           "group_id": None, "client_type": "producer", "keys": "metric.reporters",
+                           "observed_json": json.dumps({"metric.reporters": f"<img src='http://{EVIL}/r.png'>"}),
+                           "explanation": "JMX lost on 4.x", "doc_url": "https://kafka.apache.org/documentation/"}],
         "default_share": [{"cluster_id": evil, "client_type": "producer", "key": key, "instances": 4, "default_count": 1,
-                           "overridden_count": 3, "default_share": 0.25}],
+                           "overridden_count": 3, "default_share": 0.25},
+                          {"cluster_id": evil, "client_type": "producer", "key": "auto.include.jmx.reporter",
+                           "instances": 1, "default_count": 0, "overridden_count": 1, "default_share": 0.0}],
         "group_drift": [{"cluster_id": evil, "group_id": HOSTILE_KEYS[1], "key": "acks", "members": 2,
                          "distinct_values": 2, "value_counts_json": '{"=1": 1, "@2": 1}'}],
     }
@@ -91,7 +110,7 @@ def _write_results(lake: Path, ids: dict[str, str]) -> None:
 
 def build_hostile_lake(root: Path) -> tuple[Path, Path]:
     """Poll the hostile lab twice, ingest the hostile client's push, add results; returns (lake, fleet file)."""
-    lab = hostile_lab(root / "lab")
+    lab = hostile_lab(root / "lab", clients=True)
     lab.start()
     try:
         make_hostile(lab)
@@ -213,6 +232,10 @@ def _formulas(rows: list[list[str]]) -> list[str]:
     ("cluster?cluster=evil", "cluster_topics_csv", visible(BIDI_TOPIC)),
     ("compare", "compare_broker_configs_csv", "'+1+1"),
     ("alerts", "alerts_table_csv", None),
+    ("consumer_groups", "consumer_groups_table_csv", HOSTILE_GROUP),
+    ("clients", "clients_by_cluster_csv", "'" + visible(HOSTILE_SOFTWARE)),
+    ("upgrade", "upgrade_instances_csv", "'=2+2"),
+    ("upgrade", "upgrade_keys_csv", None),
 ])
 def test_every_table_download_is_formula_safe(hostile_app: StreamlitServer, page: Any, path: str, key: str,
                                               expect: str | None) -> None:

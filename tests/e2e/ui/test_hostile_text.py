@@ -79,7 +79,7 @@ def _injected(page: Any) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("path", ["", "cluster", "cluster?cluster=" + urllib.parse.quote(f"nope {LINK} {IMAGE}"),
-                                  "alerts", "compare"])
+                                  "alerts", "compare", "consumer_groups", "clients", "upgrade"])
 def test_hostile_strings_render_as_text(hostile_server: StreamlitServer, page: Any, path: str) -> None:
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from backend.collect.checks import run_checks
 from backend.store.fleet_writer import FleetWriter
+from backend.store.inventory_model import DeprecatedUse, InventorySnapshot, SoftwareConnections
 from backend.store.lake import Lake, new_poll_id, poll_id_time
 from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll, TopicSnapshot
 from tests.conftest import StreamlitServer, page_errors, wait_for_streamlit
@@ -41,7 +42,17 @@ FRAGMENTS = [
 HIDDEN_IN_DOM = "\u202e\u2066\x1b\x07\u2028\u200b"
 hostile = st.lists(st.sampled_from(FRAGMENTS) | st.text(alphabet="abc <>[]()!*_:=", max_size=6),
                    min_size=1, max_size=4).map(lambda parts: MARK + "".join(parts))
-PAGES = ["", "cluster?cluster=prod", "cluster?cluster=edge", "compare", "client_configs", "alerts", "export"]
+PAGES = ["", "cluster?cluster=prod", "cluster?cluster=edge", "compare", "consumer_groups", "client_configs", "clients",
+         "upgrade", "alerts", "export"]
+
+
+def _inventory(at: datetime, s: list[str]) -> InventorySnapshot:
+    """What the brokers' metrics say about the clients: software names and versions the clients chose."""
+    return InventorySnapshot(
+        collected_at=at, source="metrics_url", source_label=f"http://{{host}}:7071/metrics {s[3]}", status="ok",
+        kip896="reported", window_s=3600.0, message=s[4], endpoints={f"b0.{EVIL}:7071": None},
+        connections=tuple(SoftwareConnections(1, f"b0.{EVIL}:7071", s[i], s[i + 1], s[i + 2], 2) for i in range(3)),
+        deprecated=(DeprecatedUse(1, f"b0.{EVIL}:7071", "Produce", 2, s[5], s[6], 5.0, at, at),))
 
 
 def _lake(root: Path, s: list[str]) -> Path:
@@ -63,7 +74,7 @@ def _lake(root: Path, s: list[str]) -> Path:
             clusters.append(ClusterSnapshot(
                 name, "degraded", at, poll_id, cluster_id=ids[name], controller_id=1, error=s[4],
                 zk_cluster_id=s[5] if name == "edge" else None, zk_nodes=[(f"/brokers/{s[6]}", s[7])],
-                brokers=brokers, topics=topics))
+                brokers=brokers, topics=topics, inventory=_inventory(at, s)))
         writer.write(FleetPoll(poll_id, at, clusters, run_checks(previous, clusters), 1.0))
         previous = {c.cluster_name: c for c in clusters}
     writer.close(start + timedelta(minutes=2))
@@ -73,7 +84,7 @@ def _lake(root: Path, s: list[str]) -> Path:
 
 def _results(root: Path, s: list[str], ids: list[str]) -> None:
     """Client-config results whose keys, values and ids come from clients."""
-    dist, numeric, drift, versions, alerts, groups = [], [], [], [], [], []
+    dist, numeric, drift, versions, alerts, groups, shares = [], [], [], [], [], [], []
     for n, cid in enumerate(ids):
         for v in range(3):
             dist.append({"cluster_id": cid, "client_type": "producer", "key": "acks" if v else s[v],
@@ -83,6 +94,16 @@ def _results(root: Path, s: list[str], ids: list[str]) -> None:
                         "instances": 5, "unparsable": 0, "min": 0.0, "p50": 5.0, "p90": 9.0, "max": 10.0})
         versions.append({"cluster_id": cid, "client_type": "producer", "client_software_name": s[n],
                          "client_software_version": s[n + 1], "instances": 4})
+        versions.append({"cluster_id": cid, "client_type": "producer", "client_software_name": "apache-kafka-java",
+                         "client_software_version": "3.9.0", "instances": 2})
+        shares.append({"cluster_id": cid, "client_type": "producer", "key": "auto.include.jmx.reporter", "instances": 2,
+                       "default_count": 0, "overridden_count": 2, "default_share": 0.0})
+        # Upgrade readiness names the instances the rules name: a removed key set (CC019), reporters without JMX
+        for rule, key, value in (("CC019", "auto.include.jmx.reporter", "false"), ("CC020", "metric.reporters", s[7])):
+            alerts.append({"alert_id": f"{rule}-{n}", "rule_id": rule, "severity": "info", "title": s[0],
+                           "cluster_id": cid, "client_instance_id": s[1], "client_id": s[2 + n], "group_id": s[3],
+                           "client_type": "producer", "keys": key, "observed_json": json.dumps({key: value}),
+                           "explanation": s[4], "doc_url": "https://kafka.apache.org/documentation/"})
         alerts.append({"alert_id": f"a{n}", "rule_id": "CC004", "severity": "warning", "title": "acks=0",
                        "cluster_id": cid, "client_instance_id": f"ci-{n}", "client_id": s[2], "group_id": s[3],
                        "client_type": "producer", "keys": "acks", "observed_json": json.dumps({"acks": s[4]}),
@@ -99,7 +120,7 @@ def _results(root: Path, s: list[str], ids: list[str]) -> None:
              for metric, detail in (("records_read", ""), ("sensitive_dropped", s[0]), ("sensitive_dropped", s[1]))]
     for name, rows in (("distributions", dist), ("numeric_summary", numeric), ("drift_clusters", drift),
                        ("client_versions", versions), ("config_alerts", alerts), ("group_drift", groups),
-                       ("drift_keys", drift_keys), ("ingest_stats", stats)):
+                       ("drift_keys", drift_keys), ("ingest_stats", stats), ("default_share", shares)):
         write_result(root, name, rows)
 
 
@@ -142,6 +163,8 @@ def test_random_hostile_strings_render_as_text_on_every_page(
             assert not any(c in text for c in HIDDEN_IN_DOM), (path, [hex(ord(c)) for c in HIDDEN_IN_DOM if c in text])
             if path.startswith("cluster?cluster=prod"):
                 assert MARK in page.inner_text("body"), path  # shown, as text
+            if path == "upgrade":  # the hostile client ids, software and values reached the page's tables
+                assert "Instances to chase" in page.inner_text("body")
     finally:
         context.close()
     assert requested == []  # the browser fetched nothing from the hostile host

@@ -98,6 +98,17 @@ CASES: dict[str, Case] = {
     "a-named": Case("admin", {}),
     "a-noid": Case("admin", {}, frozenset({"CC015"})),
     "orders-streams": Case("streams", {"application.id": "orders-app"}),
+    # Keys Kafka 4.x clients removed (CC019, CC022): named where the release still defines and logs them.
+    "p-jmx-off": Case("producer", {"auto.include.jmx.reporter": "false"}, frozenset({"CC019"}), versions=THREE,
+                      values={"auto.include.jmx.reporter": "false"}),
+    "p-jmx-off-4": Case("producer", {"auto.include.jmx.reporter": "false"}, versions=FOUR,
+                        values={"auto.include.jmx.reporter": None}),  # not in the 4.x block: nothing to name
+    "c-stay": Case("consumer", {"group.id": "g-stay", "internal.leave.group.on.close": "false"}, frozenset({"CC022"}),
+                   versions=THREE, values={"internal.leave.group.on.close": "false"}),
+    "c-stay-4": Case("consumer", {"group.id": "g-stay4", "internal.leave.group.on.close": "false"}, versions=FOUR,
+                     values={"internal.leave.group.on.close": None}),  # 4.2+ no longer define it
+    # A reporter list without JmxReporter (CC020): 3.9 adds JMX itself, 4.x does not.
+    "p-quiet": Case("producer", {"metric.reporters": "RealClients$QuietReporter"}, frozenset({"CC020"})),
 }
 NO_CLIENT_ID = {"p-noid", "c-noid", "a-noid"}
 # Clients the Streams app builds itself, by the suffix of their client.id.

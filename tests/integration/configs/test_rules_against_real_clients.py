@@ -33,6 +33,10 @@ SPECS = {
     "hb-over": ("consumer", {"group.id": "g3", "session.timeout.ms": "10000", "heartbeat.interval.ms": "10000"}),
     "kip848-session": ("consumer", {"group.id": "g4", "group.protocol": "consumer", "session.timeout.ms": "10000",
                                     "heartbeat.interval.ms": "4000"}),
+    # Keys later releases removed (CC019, CC021, CC022): every release starts with them.
+    "jmx-off": ("producer", {"auto.include.jmx.reporter": "false"}),
+    "leave-false": ("consumer", {"group.id": "g5", "internal.leave.group.on.close": "false"}),
+    "streams-retries": ("streams", {"application.id": "streams-retries", "retries": "3"}),
 }
 
 
@@ -59,7 +63,7 @@ def test_java_clients_of_every_release(version: str, real_clients_classes: Path,
         expected_refused.add("kip848-session")
     assert set(run.refused) == expected_refused, run.refused
     logged_first = {"delivery", "hb-over"} | ({"idem-inflight6"} if version == "2.8.2" else set())
-    assert set(logged) == set(SPECS) - (expected_refused - logged_first)
+    assert set(logged) & set(SPECS) == set(SPECS) - (expected_refused - logged_first)
 
     # Defaults: 2.8 acks=1 without idempotence (CC007 on every default producer); 3.0+ acks=all, idempotent.
     default = logged["default"]
@@ -72,6 +76,19 @@ def test_java_clients_of_every_release(version: str, real_clients_classes: Path,
     assert logged["extremes"]["auto.offset.reset"] == "none"  # CC011-CC014: the consumer starts
     assert logged["hb-third"]["heartbeat.interval.ms"] == "4000"  # CC009: starts below the session timeout
 
+    # Removed keys: every release starts with them; only the releases that define them log them.
+    line = _line(version)
+    jmx_off = logged["jmx-off"]
+    assert jmx_off.get("auto.include.jmx.reporter") == ("false" if (3, 4) <= line < (4, 0) else None)  # CC019
+    # 4.x: JmxReporter is metric.reporters' default (CC020: setting it without JmxReporter loses JMX).
+    assert jmx_off["metric.reporters"] == ("org.apache.kafka.common.metrics.JmxReporter" if four else "")
+    assert logged["leave-false"].get("internal.leave.group.on.close") == ("false" if line < (4, 2) else None)  # CC022
+    # Kafka Streams set it to false on its own consumers (CC022 leaves them out by their client.id).
+    streams_consumer = logged["streams-retries-StreamThread-1-consumer"]
+    assert streams_consumer.get("internal.leave.group.on.close") == ("false" if line < (4, 2) else None)
+    assert logged["streams-retries"].get("retries") == (None if four else "3")  # CC021: StreamsConfig's own
+    assert logged["streams-retries-StreamThread-1-producer"]["retries"] == "3"  # still reaches the producer
+
 
 def test_the_documented_versions_say_so() -> None:
     for rule_id in ("CC001", "CC002"):
@@ -80,3 +97,6 @@ def test_the_documented_versions_say_so() -> None:
     assert "log their config, then refuse" in rule_by_id("CC005").versions
     assert "Java 2.8 by default" in rule_by_id("CC007").versions
     assert "classic-protocol" in rule_by_id("CC009").versions and "classic-protocol" in rule_by_id("CC014").versions
+    assert "3.4–3.9 define it" in rule_by_id("CC019").versions
+    assert "2.8–3.9 log it in their StreamsConfig block" in rule_by_id("CC021").versions
+    assert "2.8–4.1 consumers define it" in rule_by_id("CC022").versions

@@ -219,7 +219,8 @@ def test_export_page_offers_report_for_chosen_clusters(fixture_lake: Path, open_
     assert not app.exception
     assert not app.error
     labels = [b.proto.label for b in app.get("download_button")]
-    assert {"Download readiness checklist (CSV)", "Download client-config keys (CSV)"} <= set(labels)
+    assert {"Download readiness checklist (CSV)", "Download client-config keys (CSV)",
+            "Download instances that set them (CSV)"} <= set(labels)
     assert "3 clusters: 3 unverified" in [c.value for c in app.caption]
 
 

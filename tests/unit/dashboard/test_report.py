@@ -202,3 +202,44 @@ def test_a_scoped_readiness_csv_names_no_other_cluster(fixture_lake: Path) -> No
         build_readiness_csv(str(fixture_lake), clusters=["prod-us"], scope=scope)
     assert "staging" not in str(caught.value)
     assert "Upgrade readiness" in build_drift_report(str(fixture_lake), ["prod-eu"], scope=scope)
+
+
+def test_readiness_instances_csv_names_who_sets_removed_keys(fixture_lake: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from backend.export.report import build_readiness_csv
+    from tests.unit.dashboard.lake_fixture import CLUSTERS, write_result
+
+    lake = tmp_path / "lake"
+    shutil.copytree(fixture_lake, lake)
+    eu, us = CLUSTERS["prod-eu"]["id"], CLUSTERS["prod-us"]["id"]
+    hostile = '=HYPERLINK("http://evil.example","x")'
+
+    def alert(n: int, cid: str, rule: str, client_id: str, observed: dict[str, str]) -> dict[str, object]:
+        return {"alert_id": f"a{n}", "rule_id": rule, "severity": "info", "title": rule, "cluster_id": cid,
+                "client_instance_id": f"ci-{n}", "client_id": client_id, "group_id": None, "client_type": "producer",
+                "keys": ",".join(observed), "observed_json": json.dumps(observed), "explanation": "", "doc_url": ""}
+
+    write_result(lake, "config_alerts", [
+        alert(1, eu, "CC019", hostile, {"auto.include.jmx.reporter": "false"}),
+        alert(2, eu, "CC020", "statsd-app", {"metric.reporters": "com.example.StatsdReporter"}),
+        alert(3, us, "CC019", "us-app", {"auto.include.jmx.reporter": "false"}),  # prod-us producers are librdkafka
+        alert(4, eu, "CC004", "acks-zero", {"acks": "0"})])  # not a readiness rule
+    out = tmp_path / "instances.csv"
+    done = _export("--report", "readiness-instances", "--lake", str(lake), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    named = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert list(named.columns) == ["cluster_name", "item", "client_type", "key", "value", "client_id", "group_id",
+                                   "client_instance_id", "rule_id", "target"]
+    assert sorted(zip(named["cluster_name"], named["rule_id"], named["key"], strict=True)) == [
+        ("prod-eu", "CC019", "auto.include.jmx.reporter"), ("prod-eu", "CC020", "metric.reporters")]
+    assert "'" + hostile in set(named["client_id"])  # a formula cell is neutralised, the name kept whole
+    keys = pd.read_csv(__import__("io").StringIO(build_readiness_csv(str(lake), keys=True, clusters=["prod-eu"])))
+    reporters = keys[(keys["key"] == "metric.reporters") & (keys["client_type"] == "producer")].iloc[0]
+    assert (reporters["affected"], reporters["set_by"]) == (1, "statsd-app")
+    from backend.export.report import build_drift_report as drift
+
+    section = drift(str(lake), ["prod-eu"]).split("<h2>Upgrade readiness</h2>", 1)[1]
+    assert "Instances to chase" in section and "statsd-app" in section and "us-app" not in section
+    assert 'HYPERLINK(' in section and 'href="http://evil.example' not in section  # text, no link

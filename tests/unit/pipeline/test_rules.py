@@ -63,6 +63,27 @@ CASES: dict[str, tuple[dict[str, str | None], str, set[str]]] = {
     "CC014-quiet-kip848": ({"session.timeout.ms": "3000", "group.protocol": "CONSUMER"}, C, set()),
     "CC014-quiet": ({"session.timeout.ms": "45000"}, C, set()),
     "CC001-wrong-type": ({"enable.idempotence": "true", "acks": "1"}, C, set()),  # consumer: n/a
+    # Keys Kafka 4.x clients removed: named when set to something other than their old default.
+    "CC019-fire": ({"auto.include.jmx.reporter": "FALSE"}, P, {"CC019"}),
+    "CC019-quiet": ({"auto.include.jmx.reporter": "true"}, P, set()),
+    "CC020-fire": ({"metric.reporters": "[com.example.StatsdReporter]"}, C, {"CC020"}),
+    "CC020-fire-auto-jmx": ({"metric.reporters": "com.example.StatsdReporter", "auto.include.jmx.reporter": "true"},
+                            "admin", {"CC020"}),
+    "CC020-quiet-with-jmx": ({"metric.reporters": "com.example.StatsdReporter, org.apache.kafka.common.metrics.JmxReporter"},
+                             P, set()),
+    "CC020-quiet-default": ({"metric.reporters": "[]"}, P, set()),  # 3.x's default: 4.x defaults to JmxReporter
+    # JMX already off on 3.x: nothing lost by the move (CC019 names the ignored key).
+    "CC020-quiet-jmx-off": ({"metric.reporters": "com.example.StatsdReporter", "auto.include.jmx.reporter": "false"},
+                            P, {"CC019"}),
+    "CC021-fire": ({"retries": "3", "application.id": "app"}, "streams", {"CC021"}),
+    "CC021-quiet": ({"retries": "0", "application.id": "app"}, "streams", set()),
+    "CC022-fire": ({"internal.leave.group.on.close": "false", "group.id": "g"}, C, {"CC022"}),
+    "CC022-quiet": ({"internal.leave.group.on.close": "true", "group.id": "g"}, C, set()),
+    # Kafka Streams sets it on its own consumers (2.8-4.1); 4.2 Streams close them with CloseOptions.
+    "CC022-quiet-streams-own": ({"internal.leave.group.on.close": "false",
+                                 "client.id": "app-1-StreamThread-1-consumer"}, C, set()),
+    "CC022-quiet-state-updater": ({"internal.leave.group.on.close": "false",
+                                   "client.id": "app-1-StateUpdater-1-restore-consumer"}, C, set()),
 }
 NEUTRAL = {"client.dns.lookup": "use_all_dns_ips"}
 
