@@ -2,7 +2,8 @@
 calls, and a 20-cluster lab fleet of 2,000 groups each (one group cycle against the slowest cluster alone).
 
 Run: .venv/bin/python -m benchmarks.groups_bench [--groups 1000] [--topics 20] [--partitions 5] [--repeats 5]
-     [--lab-clusters 20] [--lab-groups 2000] [--lab-latency-ms 0,20,50,mixed] [--skip-real] [--skip-lab]
+     [--lab-clusters 20] [--lab-groups 2000] [--lab-latency-ms 0,20,50,mixed] [--lab-mix all-active,mostly-idle]
+     [--lab-idle-topics 18] [--skip-real] [--skip-lab]
 
 Real part: a 1-node Apache Kafka 4.3.1 KRaft broker of the test rig (`make kafka-jars`), `--topics` topics of
 `--partitions` partitions with records, `--groups` groups each committed on one topic (every partition, behind the
@@ -21,6 +22,11 @@ Lab part: like poll_bench, a lab of `--lab-clusters` clusters (3 brokers, 20 top
 `--lab-groups` synthetic groups each) runs in its own process; per broker latency (the lab's latency fault) it
 times one group cycle over all clusters (each in its own thread, as the poller does) and every cluster alone,
 and reports cycle / slowest single and the CPU of the reader and the lab per cycle.
+
+Two group mixes, each in its own lab: ``all-active`` (every synthetic group commits every second on a topic that
+grows: the worst case, every OffsetFetch answer and every partition changes at every read) and ``mostly-idle``
+(a more realistic fleet: `--lab-idle-topics` of the 20 topics get no new records, so the healthy groups reading
+them, 18 of 20 by default, stay caught up and their answers repeat from read to read).
 """
 
 from __future__ import annotations
@@ -194,22 +200,24 @@ def bench_real(workdir: Path, groups: int, topics: int, partitions: int, repeats
         kafka.stop()
 
 
-def _lab_toml(workdir: Path, clusters: int, groups: int) -> Path:
+def _lab_toml(workdir: Path, clusters: int, groups: int, idle_topics: int = 0) -> Path:
     lines = [f'[lab]\nstate_dir = "{workdir / "lab-state"}"\n']
     for c in range(clusters):
         lines.append(
             f'[[clusters]]\nname = "bench-{c:02d}"\nprofile = "apache-kafka-4.3-kraft"\nsynthetic_groups = {groups}\n'
             "brokers = [ { id = 1, port = 0 }, { id = 2, port = 0 }, { id = 3, port = 0 } ]\n"
-            "topics = [\n" + "".join(f'  {{ name = "t{t:02d}", partitions = 6, replication_factor = 3 }},\n'
+            "topics = [\n" + "".join(f'  {{ name = "t{t:02d}", partitions = 6, replication_factor = 3'
+                                     f'{", idle = true" if t < idle_topics else ""} }},\n'
                                      for t in range(20)) + "]\n")
     path = workdir / "bench-lab.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 
-def bench_lab(workdir: Path, clusters: int, groups: int, repeats: int, latencies: list[str]) -> dict[str, Any]:
+def bench_lab(workdir: Path, clusters: int, groups: int, repeats: int, latencies: list[str],
+              idle_topics: int = 0) -> dict[str, Any]:
     """One group cycle over the lab fleet against each cluster alone, per broker latency."""
-    lab_file = _lab_toml(workdir, clusters, groups)
+    lab_file = _lab_toml(workdir, clusters, groups, idle_topics)
     fleet_file = workdir / "lab-clusters.toml"
     log = (workdir / "lab.log").open("wb")
     lab = subprocess.Popen([sys.executable, "-m", "backend", "lab", "--config", str(lab_file), "--fleet-file",
@@ -240,8 +248,10 @@ def bench_lab(workdir: Path, clusters: int, groups: int, repeats: int, latencies
         for latency in latencies:
             _set_latency(workdir / "lab-state", fleet, latency)
             cycle(fleet.clusters)
+            single_cpu0 = _cpu_self()
             single = {c.name: statistics.median(_timed(lambda c=c: cycle([c]))[1] for _ in range(repeats))
                       for c in fleet.clusters}
+            single_cpu = (_cpu_self() - single_cpu0) / (repeats * len(fleet.clusters))
             lab_cpu0, own_cpu0 = sum(lab_proc.cpu_times()[:2]), _cpu_self()
             full_runs = [_timed(lambda: cycle(fleet.clusters))[1] for _ in range(repeats)]
             lab_cpu = (sum(lab_proc.cpu_times()[:2]) - lab_cpu0) / repeats
@@ -255,9 +265,12 @@ def bench_lab(workdir: Path, clusters: int, groups: int, repeats: int, latencies
                 "sum_of_singles_s": round(sum(single.values()), 3),
                 "ratio_full_over_slowest_single": round(full / single[slowest], 2), "target_ratio": 1.5,
                 "reader_cpu_s_per_cycle": round(own_cpu, 3), "lab_cpu_s_per_cycle": round(lab_cpu, 3),
+                "reader_cpu_s_per_cluster_in_cycle": round(own_cpu / len(fleet.clusters), 4),
+                "reader_cpu_s_per_cluster_read_alone": round(single_cpu, 4),
                 "load_average": os.getloadavg(),
             })
         return {"clusters": clusters, "groups_per_cluster": groups, "partitions_per_group": 6,
+                "idle_topics_of_20": idle_topics,
                 "by_latency": results, "decoded_vs_reused_answers": dict(collector.stats),
                 "lab_process_rss_mb": round(lab_proc.memory_info().rss / 2**20, 1)}
     finally:
@@ -280,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab-clusters", type=int, default=20)
     parser.add_argument("--lab-groups", type=int, default=2000)
     parser.add_argument("--lab-latency-ms", default="0,20,50,mixed")
+    parser.add_argument("--lab-mix", default="all-active,mostly-idle",
+                        help="all-active (every group commits every second), mostly-idle (--lab-idle-topics quiet)")
+    parser.add_argument("--lab-idle-topics", type=int, default=18)
     parser.add_argument("--skip-real", action="store_true")
     parser.add_argument("--skip-lab", action="store_true")
     args = parser.parse_args(argv)
@@ -290,9 +306,15 @@ def main(argv: list[str] | None = None) -> int:
                                             args.repeats)
             print(json.dumps({"real_broker": out["real_broker"]}), file=sys.stderr, flush=True)
         if not args.skip_lab:
-            (Path(tmp) / "lab").mkdir()
-            out["lab_fleet"] = bench_lab(Path(tmp) / "lab", args.lab_clusters, args.lab_groups, args.repeats,
-                                         [x.strip() for x in args.lab_latency_ms.split(",") if x.strip()])
+            latencies = [x.strip() for x in args.lab_latency_ms.split(",") if x.strip()]
+            for mix in [x.strip() for x in args.lab_mix.split(",") if x.strip()]:
+                if mix not in ("all-active", "mostly-idle"):
+                    parser.error(f"unknown --lab-mix {mix!r}")
+                (Path(tmp) / mix).mkdir()
+                key = "lab_fleet" if mix == "all-active" else "lab_fleet_mostly_idle"
+                out[key] = bench_lab(Path(tmp) / mix, args.lab_clusters, args.lab_groups, args.repeats, latencies,
+                                     args.lab_idle_topics if mix == "mostly-idle" else 0)
+                print(json.dumps({key: out[key]}), file=sys.stderr, flush=True)
     out["load_average_end"] = os.getloadavg()
     print(json.dumps(out, indent=2, default=str))
     return 0

@@ -42,6 +42,11 @@ API_NAMES = {P.API_LIST_GROUPS: "ListGroups", P.API_DESCRIBE_GROUPS: "DescribeGr
 log = logging.getLogger(__name__)
 CLIENT_CONFIGS_EVERY_S = 60.0
 GroupConfigs = dict[str, dict[str, dict[str, int]]]  # group id -> key -> value -> instances
+# group id -> (the reader's members, what they became, the committed offsets read, the partitions built from them).
+# The reader's memo hands back the same objects for an unchanged answer (members of an unchanged describe batch,
+# offsets equal to the last read's), so what was built from them is looked up by identity, not rebuilt every read.
+ReadReuse = dict[str, tuple[tuple[kg.Member, ...] | None, tuple[GroupMember, ...],
+                            dict[tuple[str, int], int] | None, tuple[PartitionLag, ...]]]
 
 
 class ClientGroupConfigs:
@@ -110,6 +115,7 @@ class GroupCollector(ClusterSchedule[GroupSnapshot]):
         """Start with nothing read: every cluster is due at its first poll."""
         super().__init__()
         self._memos: dict[str, kg.GroupsMemo] = {}
+        self._reuse: dict[str, ReadReuse] = {}
         self.stats = {"reads": 0, "answers_decoded": 0, "answers_reused": 0}
         self.client_configs: ClientGroupConfigs | None = None  # set by run_poller for its lake
 
@@ -122,6 +128,7 @@ class GroupCollector(ClusterSchedule[GroupSnapshot]):
         super().forget()
         with self._lock:
             self._memos.clear()
+            self._reuse.clear()
 
     def collect(self, cluster: ClusterConfig, settings: Settings, brokers: Sequence[NodeInfo],
                 deadline: float, *, cluster_id: str | None = None, now: datetime | None = None) -> GroupSnapshot:
@@ -130,12 +137,13 @@ class GroupCollector(ClusterSchedule[GroupSnapshot]):
         with self._lock:
             previous = self._last.get(cluster.name)
             memo = self._memos.setdefault(cluster.name, kg.GroupsMemo())
+            reuse = self._reuse.setdefault(cluster.name, {})
             self._next_due[cluster.name] = started + settings.group_interval_s
         read = kg.read_cluster_groups(
             [(b.broker_id, b.host, b.port) for b in brokers], security=ProbeSecurity.from_cluster(cluster),
             timeout_s=settings.request_timeout_s, deadline=deadline, max_groups=settings.max_groups_per_cluster,
             concurrency=settings.probe_concurrency, resolver=cluster_resolver(cluster.name), memo=memo)
-        snapshot = build_snapshot(read, previous, settings, now or datetime.now(UTC))
+        snapshot = build_snapshot(read, previous, settings, now or datetime.now(UTC), reuse)
         if self.client_configs is not None:
             configs = self.client_configs.for_cluster(cluster_id)
             snapshot.client_configs = {g: c for g, c in configs.items() if g in snapshot.groups}
@@ -153,8 +161,13 @@ def _coordinator_failed(read: kg.GroupsRead, coordinator: int | None) -> bool:
 
 
 def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings: Settings,
-                   now: datetime) -> GroupSnapshot:
-    """One cluster's GroupSnapshot from a read and the last one (pure: the clock is passed in)."""
+                   now: datetime, reuse: ReadReuse | None = None) -> GroupSnapshot:
+    """One cluster's GroupSnapshot from a read and the last one (pure: the clock is passed in).
+
+    reuse: what the collector's last read built from the reader's objects (refreshed in place to this read's).
+    """
+    last_built = reuse if reuse is not None else {}
+    fresh: ReadReuse = {}
     before = previous or GroupSnapshot(collected_at=now)
     out = GroupSnapshot(collected_at=now, listed=read.listed, skipped=len(read.skipped),
                         brokers_answered=read.brokers_answered,
@@ -175,8 +188,12 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
             continue
         old = before.groups.get(gid)
         old_members = before.members.get(gid, ())
+        seen = last_built.get(gid)
         if group.described:
-            members = tuple(_member(m) for m in group.members)
+            if seen is not None and seen[0] is group.members:
+                members = seen[1]
+            else:
+                members = tuple(_member(m) for m in group.members)
             if members == old_members:
                 members = old_members
         else:
@@ -186,10 +203,15 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
         if members:
             out.members[gid] = members
         committed = read.committed.get(gid)
-        parts = _partitions(committed, members, read, before.offsets.get(gid, ()), now)
+        old_parts = before.offsets.get(gid, ())
+        # the same offsets dict and members as the read these partitions were built from: only the ends can differ
+        idle = (seen is not None and committed is not None and committed is seen[2] and old_parts
+                and old_parts is seen[3] and members is old_members and _ends_unchanged(old_parts, read))
+        parts = old_parts if idle else _partitions(committed, members, read, old_parts, now)
         if parts:
             out.offsets[gid] = parts
-        out.groups[gid] = _judge(gid, group, old, members, parts, settings, now)
+        out.groups[gid] = _judge(gid, group, old, members, parts, old_parts, settings, now, bool(idle))
+        fresh[gid] = (group.members if group.described else None, members, committed, parts)
     for gid, old in before.groups.items():
         if gid in out.groups:
             continue
@@ -207,9 +229,21 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
         if gid not in out.groups and len(gid) <= MAX_GROUP_ID_CHARS:
             out.groups[gid] = GroupState(group_id=gid, first_seen_at=now,
                                          error="not read: over max_groups_per_cluster")
+    if reuse is not None:
+        reuse.clear()
+        reuse.update(fresh)
     if not members_changed and set(out.members) == set(before.members) and previous is not None:
         out.members = before.members  # unchanged membership: the same object, compared by identity
     return out
+
+
+def _ends_unchanged(parts: tuple[PartitionLag, ...], read: kg.GroupsRead) -> bool:
+    """Whether every partition's end offset reads as before (and every one knows its topic id)."""
+    ends, missing = read.end_offsets, read.missing_topics
+    for p in parts:
+        if p.topic_id is None or p.topic in missing or ends.get((p.topic, p.partition), p.end) != p.end:
+            return False
+    return True
 
 
 def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[GroupMember, ...],
@@ -218,45 +252,81 @@ def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[Gro
     by_key = {(p.topic, p.partition): p for p in old}
     if committed is None:  # not fetched this time: the last known commits
         committed = {k: p.committed for k, p in by_key.items() if p.committed is not None}
-    keys = sorted(set(committed) | set(assigned))
+    keys = sorted(committed.keys() | assigned.keys()) if assigned else sorted(committed)
+    ends, missing, topic_ids = read.end_offsets, read.missing_topics, read.topic_ids
     out = []
+    same = len(keys) == len(old)
     for key in keys:
-        topic, partition = key
         offset = committed.get(key)
         prior = by_key.get(key)
-        end = read.end_offsets.get(key, prior.end if prior is not None and topic not in read.missing_topics else None)
-        moved = prior is None or prior.committed != offset
         member = assigned.get(key)
-        if (not moved and prior is not None and prior.end == end and prior.member_id == member
-                and prior.topic_id is not None):
-            out.append(prior)  # an idle partition: the same object (nothing to recompute, compared by identity)
-            continue
+        if prior is None:
+            end = ends.get(key)
+            moved = True
+        else:
+            end = ends.get(key, None if key[0] in missing else prior.end)
+            moved = prior.committed != offset
+            if not moved and prior.end == end and prior.member_id == member and prior.topic_id is not None:
+                out.append(prior)  # an idle partition: the same object (nothing to recompute, compared by identity)
+                continue
+        same = False
         lag = None if offset is None or end is None else end - offset
         if lag is not None and lag > 0:
             lag_since = prior.lag_since if prior is not None and prior.lag_since is not None else now
         else:
             lag_since = None
         out.append(PartitionLag(
-            topic=topic, partition=partition, committed=offset, end=end, member_id=member,
-            topic_id=read.topic_ids.get(topic) if moved or prior is None or prior.topic_id is None else prior.topic_id,
-            last_moved_at=now if moved else (prior.last_moved_at if prior is not None else now),
-            lag_since=lag_since))
-    if len(out) == len(old) and all(a is b for a, b in zip(out, old, strict=True)):
+            topic=key[0], partition=key[1], committed=offset, end=end, member_id=member,
+            topic_id=topic_ids.get(key[0]) if moved or prior is None or prior.topic_id is None else prior.topic_id,
+            last_moved_at=now if moved or prior is None else prior.last_moved_at, lag_since=lag_since))
+    if same and all(a is b for a, b in zip(out, old, strict=True)):
         return old  # an idle group: its partitions tuple unchanged
     return tuple(out)
 
 
 def _judge(gid: str, group: kg.Group, old: GroupState | None, members: tuple[GroupMember, ...],
-           parts: tuple[PartitionLag, ...], settings: Settings, now: datetime) -> GroupState:
-    lags = [p.lag for p in parts if p.lag is not None]
-    lag = sum(max(0, x) for x in lags) if lags else None
-    positive = [x for x in lags if x > 0]
-    commits = [p.last_moved_at for p in parts if p.committed is not None and p.last_moved_at is not None]
-    last_commit_at = max(commits) if commits else None
+           parts: tuple[PartitionLag, ...], old_parts: tuple[PartitionLag, ...], settings: Settings,
+           now: datetime, idle: bool = False) -> GroupState:
+    if idle and old is not None and old.window_committed:  # the partitions the old state was judged on
+        return _judged(gid, group, old, members, parts, settings, now, old.lag, old.lag_partitions,
+                       old.max_partition_lag, old.last_commit_at, old.window_committed[-1], old.topic_names)
+    lag: int | None = None
+    positive = 0
+    max_positive: int | None = None
+    last_commit_at: datetime | None = None
+    committed_sum: int | None = 0 if parts else None
+    for p in parts:  # one pass: lag, partitions behind, the last commit, the committed sum
+        committed = p.committed
+        if committed is None:
+            continue
+        committed_sum += committed  # type: ignore[operator]
+        moved_at = p.last_moved_at
+        if moved_at is not None and (last_commit_at is None or moved_at > last_commit_at):
+            last_commit_at = moved_at
+        if p.end is not None:
+            behind = p.end - committed
+            if behind > 0:
+                lag = (lag or 0) + behind
+                positive += 1
+                if max_positive is None or behind > max_positive:
+                    max_positive = behind
+            elif lag is None:
+                lag = 0
+    if old is not None and parts and parts is old_parts:
+        topic_names = old.topic_names  # an idle group: the same partitions, the same topics
+    else:
+        topic_names = tuple(sorted({p.topic for p in parts}))
+    return _judged(gid, group, old, members, parts, settings, now, lag, positive, max_positive, last_commit_at,
+                   committed_sum, topic_names)
+
+
+def _judged(gid: str, group: kg.Group, old: GroupState | None, members: tuple[GroupMember, ...],
+            parts: tuple[PartitionLag, ...], settings: Settings, now: datetime, lag: int | None, positive: int,
+            max_positive: int | None, last_commit_at: datetime | None, committed_sum: int | None,
+            topic_names: tuple[str, ...]) -> GroupState:
     size = settings.group_window
     window_at = ((*old.window_at, now) if old else (now,))[-size:]
     window_lag = ((*old.window_lag, lag) if old else (lag,))[-size:]
-    committed_sum = sum(p.committed for p in parts if p.committed is not None) if parts else None
     window_committed = ((*old.window_committed, committed_sum) if old else (committed_sum,))[-size:]
     verdict = evaluate(now=now, members=len(members), described=group.described, lag=lag, partitions=parts,
                        window_at=window_at, window_lag=window_lag, window_size=size,
@@ -266,9 +336,9 @@ def _judge(gid: str, group: kg.Group, old: GroupState | None, members: tuple[Gro
         group_id=gid, group_type=group.group_type, protocol_type=cap(group.protocol_type) or "",
         protocol=(cap(group.protocol) or "") if group.described or old is None else old.protocol,
         state=cap(group.state) or (old.state if old is not None else ""), coordinator_id=group.coordinator,
-        members=len(members), topics=len({p.topic for p in parts}), partitions=len(parts),
-        topic_names=tuple(sorted({p.topic for p in parts})), lag=lag,
-        lag_partitions=len(positive), max_partition_lag=max(positive) if positive else None,
+        members=len(members), topics=len(topic_names), partitions=len(parts),
+        topic_names=topic_names, lag=lag,
+        lag_partitions=positive, max_partition_lag=max_positive,
         status=verdict.status, status_since=since, evidence=verdict.evidence, last_commit_at=last_commit_at,
         first_seen_at=old.first_seen_at if old is not None and old.first_seen_at else now,
         window_at=window_at, window_lag=window_lag, window_committed=window_committed,

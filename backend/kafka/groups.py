@@ -16,13 +16,16 @@ One connection per broker (TLS, SASL and ApiVersions as the probe does them), ke
 Answers are checked against the questions (backend.kafka.answers.only_requested): a group, topic or partition the
 request did not ask for is dropped, and the read's errors say so.
 A broker or group that fails is named in ``GroupsRead.errors``; the rest of the read goes on. Answers to a
-describe batch identical to the last one (same bytes) are not decoded again (``GroupsMemo``).
+describe or OffsetFetch batch identical to the last read's (same bytes) are not decoded again (``GroupsMemo``):
+idle groups cost a digest per batch. OffsetFetch v8/v9 answers, the largest a read gets (one entry per committed
+partition), are decoded straight into offsets (``decode_offset_fetch_groups``), not into a dict per partition.
 """
 
 from __future__ import annotations
 
 import hashlib
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -89,7 +92,8 @@ class GroupsRead:
     """Everything one read of a cluster's groups found; a failure is data (errors), never an exception."""
 
     groups: dict[str, Group] = field(default_factory=dict)
-    committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)  # group -> (topic, p) -> offset
+    # group -> (topic, p) -> offset; read-only: an unchanged answer hands back the last read's dicts
+    committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     topic_ids: dict[str, str] = field(default_factory=dict)  # topics that exist now, with their ids
     missing_topics: set[str] = field(default_factory=set)  # topics offsets were committed to that do not exist
@@ -105,13 +109,36 @@ class GroupsRead:
 
 
 class GroupsMemo:
-    """Per (broker, api, batch), the last answer's digest and what was parsed from it."""
+    """Per (broker, api, batch), the last answer's digest and what was parsed from it; per group, its last offsets.
+
+    Groups whose committed offsets did not move at the last read are asked together ("quiet" batches first), so
+    the answers of a fleet's idle groups repeat byte for byte even while other groups commit; and a group whose
+    offsets are equal to the last read's gets the same dict back (compared by identity further on).
+    """
 
     def __init__(self) -> None:
         """Start empty."""
         self._lock = threading.Lock()
         self._memos: dict[bytes, tuple[probe.ResponseMemo, Any]] = {}
         self._used: set[bytes] = set()
+        self._offsets: dict[str, dict[tuple[str, int], int]] = {}  # the last read's, per group
+        self._quiet: set[str] = set()  # groups whose offsets did not move at the last read
+        self._next_offsets: dict[str, dict[tuple[str, int], int]] = {}
+        self._next_quiet: set[str] = set()
+
+    def is_quiet(self, group_id: str) -> bool:
+        """Whether the group's committed offsets did not move at the last read."""
+        return group_id in self._quiet
+
+    def same_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The last read's dict when equal to these offsets (the group is quiet), else these (it moved)."""
+        with self._lock:
+            last = self._offsets.get(group_id)
+            if last is not None and (last is offsets or last == offsets):
+                offsets = last
+                self._next_quiet.add(group_id)
+            self._next_offsets[group_id] = offsets
+            return offsets
 
     def get(self, key: bytes) -> tuple[probe.ResponseMemo, Any]:
         """The memo of one batch (created empty on first use)."""
@@ -129,11 +156,14 @@ class GroupsMemo:
             self._memos[key] = (memo, parsed)
 
     def sweep(self) -> None:
-        """Forget the batches the last read did not ask (groups gone, batches moved)."""
+        """Forget the batches the last read did not ask (groups gone, batches moved); this read's offsets are next
+        read's "last"."""
         with self._lock:
             for key in [k for k in self._memos if k not in self._used]:
                 del self._memos[key]
             self._used = set()
+            self._offsets, self._next_offsets = self._next_offsets, {}
+            self._quiet, self._next_quiet = self._next_quiet, set()
 
     def __len__(self) -> int:
         with self._lock:
@@ -188,6 +218,62 @@ def decode_subscription(data: bytes | None) -> tuple[tuple[str, ...], str | None
         if version >= 3:
             rack = r.string(nullable=True)
     return topics, rack
+
+
+# ------------------------------------------------------------------ OffsetFetch v8/v9 answers, decoded directly
+
+_PARTITION_HEAD = struct.Struct(">iqi")  # partition_index, committed_offset, committed_leader_epoch
+_INT16 = struct.Struct(">h")
+OffsetsOfGroup = tuple[int, dict[tuple[str, int], int], int]  # error code, (topic, partition) -> offset, failed
+
+
+def _struct_array(r: Reader, min_size: int, extra_fields: int) -> int:
+    """A compact array of structs' count; its elements weigh on the budget as the generic codec weighs them."""
+    n = r.array_len(True, False, min_size) or 0
+    if extra_fields and r.budget is not None:
+        r.spend(n * extra_fields, r.pos)
+    return n
+
+
+def decode_offset_fetch_groups(payload: bytes, version: int, *, max_elements: int | None = None,
+                               deadline: float | None = None) -> list[tuple[str, OffsetsOfGroup]]:
+    """An OffsetFetch v8/v9 answer (the frame's payload: correlation id first) -> [(group id, offsets of it)].
+
+    The same bytes as the generic codec reads (and the same checks: bounds, element budget, deadline, UTF-8, every
+    byte consumed), without building a dict per partition: a group's offsets are the partitions answered without an
+    error and with an offset >= 0; ``failed`` counts the partitions answered with an error.
+    """
+    if version not in (8, 9):
+        raise P.ProtocolError(f"OffsetFetch v{version} is not decoded here")
+    r = Reader(payload, max_elements=max_elements, deadline=deadline)
+    r.int32()  # correlation id (the connection checked it)
+    r.tagged_fields()  # response header v1
+    r.int32()  # throttle_time_ms
+    buf, head, int16 = payload, _PARTITION_HEAD, _INT16
+    out: list[tuple[str, OffsetsOfGroup]] = []
+    for _g in range(_struct_array(r, 5, 2)):
+        group_id = r.compact_string() or ""
+        offsets: dict[tuple[str, int], int] = {}
+        failed = 0
+        for _t in range(_struct_array(r, 3, 1)):
+            topic = r.compact_string() or ""
+            for _p in range(_struct_array(r, 20, 4)):
+                index, committed, _epoch = head.unpack_from(buf, r.take(16, "partition"))
+                r.compact_string(nullable=True)  # metadata
+                code = int16.unpack_from(buf, r.take(2, "error_code"))[0]
+                r.tagged_fields()
+                if code:
+                    failed += 1
+                elif committed >= 0:
+                    offsets[(topic, index)] = committed
+            r.tagged_fields()
+        code = r.int16()
+        r.tagged_fields()
+        out.append((group_id, (code, offsets, failed)))
+    r.tagged_fields()
+    if r.remaining():
+        raise P.ProtocolError(f"{r.remaining()} bytes left after OffsetFetch v{version}")
+    return out
 
 
 def _classic_member(raw: dict[str, Any], protocol_type: str) -> Member:
@@ -305,6 +391,8 @@ class _Reader:
         body_out = b.conn.request(api_key, version, body, memo=response_memo, cap=MAX_GROUPS_RESPONSE_BYTES,
                                   max_elements=MAX_GROUPS_ELEMENTS)
         reused = response_memo is not None and before is not None and body_out is before
+        if response_memo is not None and memo_key is not None and self.memo is not None and not reused:
+            self.memo.put(memo_key, response_memo, None)  # a new answer: nothing parsed from it yet
         with self.lock:
             if reused:
                 self.out.reused += 1
@@ -319,7 +407,11 @@ class _Reader:
 
     def remember(self, key: bytes | None, parsed: Any) -> None:
         if key is not None and self.memo is not None:
-            self.memo.put(key, self.memo.get(key)[0], parsed)
+            memo = self.memo.get(key)[0]
+            # what was parsed is kept: the decoded body only needs its top-level scalars (error code) from now on,
+            # and dropping its per-group and per-member dicts spares the garbage collector thousands of objects
+            memo.body = {k: v for k, v in memo.body.items() if not isinstance(v, list | dict)}
+            self.memo.put(key, memo, parsed)
 
     def broker_error(self, b: _Broker, what: str) -> None:
         with self.lock:
@@ -332,19 +424,22 @@ class _Reader:
         if version is None:
             self.broker_error(b, "the broker offers no ListGroups version this reader speaks")
             return []
-        body, _reused, _key = self.request(b, P.API_LIST_GROUPS, version, {"states_filter": [], "types_filter": []})
+        body, reused, key = self.request(b, P.API_LIST_GROUPS, version, {"states_filter": [], "types_filter": []},
+                                         batch_key(b.id, P.API_LIST_GROUPS, version, ()))
         if body.get("error_code"):
             self.broker_error(b, "ListGroups: " + _error(body["error_code"]))
             return []
-        out = []
-        for raw in body.get("groups") or ():
-            group_type = (raw.get("group_type") or "").lower() if version >= 5 else "classic"
-            if group_type not in GROUP_TYPES:
-                group_type = "unknown"
-            out.append(Group(group_id=raw.get("group_id") or "", coordinator=b.id,
-                             protocol_type=raw.get("protocol_type") or "", state=raw.get("group_state") or "",
-                             group_type=group_type))
-        return out
+        listed: list[tuple[str, str, str, str]] | None = self.parsed(key, reused)
+        if listed is None:  # (an unchanged listing, same bytes: its tuples from the memo)
+            listed = []
+            for raw in body.get("groups") or ():
+                group_type = (raw.get("group_type") or "").lower() if version >= 5 else "classic"
+                listed.append((raw.get("group_id") or "", raw.get("protocol_type") or "",
+                               raw.get("group_state") or "", group_type if group_type in GROUP_TYPES else "unknown"))
+            self.remember(key, listed)
+        # fresh Group objects every read: describing fills them in
+        return [Group(group_id=gid, coordinator=b.id, protocol_type=protocol_type, state=state, group_type=group_type)
+                for gid, protocol_type, state, group_type in listed]
 
     # -- describing
 
@@ -432,23 +527,24 @@ class _Reader:
             return []
         retry: list[Group] = []
         if version >= 8:
+            version = min(version, 9)  # (OUR_MAX caps it already: v10 names topics by id only)
+            if self.memo is not None:  # quiet groups first, in their own batches: their answers repeat
+                memo = self.memo
+                todo = sorted(todo, key=lambda g: (not memo.is_quiet(g.group_id), g.group_id))
             for first in range(0, len(todo), OFFSET_FETCH_BATCH):
                 batch = todo[first:first + OFFSET_FETCH_BATCH]
-                body, _reused, _key = self.request(b, P.API_OFFSET_FETCH, version, {
-                    "groups": [{"group_id": g.group_id, "member_id": None, "member_epoch": -1, "topics": None}
-                               for g in batch],
-                    "require_stable": False})
-                checked = only_requested([g.group_id for g in batch], body.get("groups") or (),
-                                         lambda raw: raw.get("group_id") or "")
+                names = [g.group_id for g in batch]
+                answer = self.offsets_answer(b, version, names)
+                checked = only_requested(names, answer, lambda item: item[0])
                 if checked.problem("groups"):
                     self.broker_error(b, f"OffsetFetch: {checked.problem('groups')}")
-                answered = {raw.get("group_id"): raw for raw in checked.kept}
+                answered = dict(checked.kept)
                 for g in batch:
-                    raw = answered.get(g.group_id)
-                    if raw is None:
+                    found = answered.get(g.group_id)
+                    if found is None:
                         g.error = g.error or "committed offsets: the coordinator's answer left this group out"
                         continue
-                    retry += self._offsets_of(g, raw.get("error_code") or 0, raw.get("topics") or ())
+                    retry += self._offsets_found(g, *found)
         else:
             for g in todo:
                 body, _reused, _key = self.request(b, P.API_OFFSET_FETCH, version, {
@@ -456,12 +552,34 @@ class _Reader:
                 retry += self._offsets_of(g, body.get("error_code") or 0, body.get("topics") or ())
         return retry
 
+    def offsets_answer(self, b: _Broker, version: int, names: list[str]) -> list[tuple[str, OffsetsOfGroup]]:
+        """One OffsetFetch v8/v9 batch: its answer, decoded only when its bytes differ from the last read's."""
+        key = batch_key(b.id, P.API_OFFSET_FETCH, version, names)
+        with self.lock:
+            self.out.requests[P.API_OFFSET_FETCH] += 1
+            known = self.out.versions.get(P.API_OFFSET_FETCH)
+            self.out.versions[P.API_OFFSET_FETCH] = version if known is None else min(known, version)
+        payload = b.conn.request_payload(P.API_OFFSET_FETCH, version, {
+            "groups": [{"group_id": name, "member_id": None, "member_epoch": -1, "topics": None} for name in names],
+            "require_stable": False}, cap=MAX_GROUPS_RESPONSE_BYTES, max_elements=MAX_GROUPS_ELEMENTS)
+        digest = hashlib.blake2b(payload[4:], digest_size=16).digest()  # the answer without its correlation id
+        if self.memo is not None:
+            last, parsed = self.memo.get(key)
+            if parsed is not None and last.matches(P.API_OFFSET_FETCH, version, digest):
+                with self.lock:
+                    self.out.reused += 1
+                return parsed  # the same bytes: the same offsets (shared, never changed by a reader)
+        decoded = decode_offset_fetch_groups(payload, version, max_elements=MAX_GROUPS_ELEMENTS,
+                                             deadline=self.deadline)
+        with self.lock:
+            self.out.decoded += 1
+        if self.memo is not None:
+            memo = probe.ResponseMemo()
+            memo.remember(P.API_OFFSET_FETCH, version, digest, {})
+            self.memo.put(key, memo, decoded)
+        return decoded
+
     def _offsets_of(self, g: Group, code: int, topics: Iterable[dict[str, Any]]) -> list[Group]:
-        if code in RETRIABLE:
-            return [g]
-        if code:
-            g.error = g.error or "committed offsets: " + _error(code)
-            return []
         offsets: dict[tuple[str, int], int] = {}
         failed = 0
         for topic in topics:
@@ -473,8 +591,18 @@ class _Reader:
                 offset = p.get("committed_offset", -1)
                 if isinstance(offset, int) and offset >= 0:
                     offsets[(name, int(p.get("partition_index", 0)))] = offset
+        return self._offsets_found(g, code, offsets, failed)
+
+    def _offsets_found(self, g: Group, code: int, offsets: dict[tuple[str, int], int], failed: int) -> list[Group]:
+        if code in RETRIABLE:
+            return [g]
+        if code:
+            g.error = g.error or "committed offsets: " + _error(code)
+            return []
         if failed:
             g.error = g.error or f"committed offsets: {failed} partitions answered with an error"
+        if self.memo is not None:
+            offsets = self.memo.same_offsets(g.group_id, offsets)
         with self.lock:
             self.out.committed[g.group_id] = offsets
         return []

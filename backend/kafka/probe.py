@@ -181,13 +181,9 @@ class _Connection:
             raise _ProbeFailure("timeout", f"timed out before {what}")
         return left
 
-    def request(self, api_key: int, version: int, body: dict[str, Any],
-                memo: ResponseMemo | None = None, *, cap: int | None = None,
-                max_elements: int | None = None) -> dict[str, Any]:
-        """Send one request and return the decoded response body (memo: skip decoding a repeat).
-
-        cap / max_elements override the answer's byte cap and element budget (DescribeConfigs of many topics).
-        """
+    def _exchange(self, api_key: int, version: int, body: dict[str, Any], cap: int | None,
+                  max_elements: int | None) -> tuple[bytes, int]:
+        """Send one read-only request, return its answer's payload (undecoded) and the element budget."""
         if api_key not in READ_ONLY_API_KEYS:
             raise ReadOnlyViolation(f"api key {api_key} is not read-only; the probe refuses it")
         self.correlation_id += 1
@@ -202,7 +198,29 @@ class _Connection:
         else:
             cap = min(self.max_response_bytes, P.MAX_SMALL_RESPONSE_BYTES)
             max_elements = P.MAX_SMALL_RESPONSE_ELEMENTS
-        payload = P.read_frame(self.sock, cap, self.deadline)
+        return P.read_frame(self.sock, cap, self.deadline), max_elements
+
+    def request_payload(self, api_key: int, version: int, body: dict[str, Any], *, cap: int,
+                        max_elements: int) -> bytes:
+        """Send one request and return its answer undecoded (correlation id checked), for a caller's own decoder."""
+        payload, _budget = self._exchange(api_key, version, body, cap, max_elements)
+        if len(payload) < 4:
+            raise P.ProtocolError("answer shorter than its correlation id")
+        correlation_id = P.CORRELATION_ID.unpack_from(payload)[0]
+        if correlation_id != self.correlation_id:
+            raise P.ProtocolError(
+                f"correlation id {correlation_id} does not match the request's {self.correlation_id}"
+            )
+        return payload
+
+    def request(self, api_key: int, version: int, body: dict[str, Any],
+                memo: ResponseMemo | None = None, *, cap: int | None = None,
+                max_elements: int | None = None) -> dict[str, Any]:
+        """Send one request and return the decoded response body (memo: skip decoding a repeat).
+
+        cap / max_elements override the answer's byte cap and element budget (DescribeConfigs of many topics).
+        """
+        payload, max_elements = self._exchange(api_key, version, body, cap, max_elements)
         if memo is not None:
             correlation_id = P.CORRELATION_ID.unpack_from(payload)[0]
             digest = hashlib.blake2b(payload[4:], digest_size=16).digest()

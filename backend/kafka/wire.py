@@ -124,6 +124,10 @@ class Reader:
         self.pos = pos + n
         return pos
 
+    def take(self, n: int, what: str) -> int:
+        """Step over n bytes (bounds checked); the offset they start at, for a caller's own unpacking."""
+        return self._need(n, what)
+
     def int8(self) -> int:
         """Signed 8-bit integer."""
         return _I8.unpack_from(self.buf, self._need(1, "int8"))[0]

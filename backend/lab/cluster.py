@@ -96,7 +96,8 @@ class ClusterRuntime:
         self.zookeeper_connect: str | None = spec.zookeeper.connect if spec.zookeeper else None
         self.configs = ClusterConfigs(spec, self.identity_configs)
         names = [t.name for t in state.topics(spec.name) if not t.internal]
-        self.groups = LabGroups(spec.name, [*spec.groups, *synthetic_specs(spec.synthetic_groups, names)])
+        self.groups = LabGroups(spec.name, [*spec.groups, *synthetic_specs(spec.synthetic_groups, names)],
+                                idle_topics=frozenset(t.name for t in spec.topics if t.idle))
 
     # ----------------------------------------------------------------- views
 

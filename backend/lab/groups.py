@@ -30,6 +30,7 @@ from backend.kafka import protocol as P
 from backend.kafka.wire import Writer
 
 EPOCH = 1_704_067_200.0  # 2024-01-01T00:00:00Z: log end offsets count from here, so they survive restarts
+IDLE_SINCE = EPOCH + 86_400.0  # an idle topic (lab.toml `idle = true`) got no records after this instant
 BEHAVIOURS = ("healthy", "lagging", "stalled", "empty", "caught_up")
 GROUP_TYPES = ("classic", "consumer", "share")
 LAGGING_SHARE = 0.6
@@ -107,9 +108,11 @@ def encode_assignment(parts: Sequence[tuple[str, int]]) -> bytes:
 class LabGroups:
     """The groups of one lab cluster and the offsets of its topics, as functions of the clock."""
 
-    def __init__(self, cluster: str, specs: Sequence[GroupSpec], *, clock: Callable[[], float] = time.time) -> None:
-        """Start every group's behaviour now."""
+    def __init__(self, cluster: str, specs: Sequence[GroupSpec], *, clock: Callable[[], float] = time.time,
+                 idle_topics: frozenset[str] = frozenset()) -> None:
+        """Start every group's behaviour now (idle_topics: topics whose log end offsets no longer grow)."""
         self.cluster = cluster
+        self.idle_topics = idle_topics
         self.clock = clock
         self._lock = threading.RLock()
         now = clock()
@@ -140,17 +143,21 @@ class LabGroups:
     def end_offset(self, topic: str, partition: int, at: float | None = None) -> int:
         """The log end offset of a partition at a time (now by default)."""
         t = self.clock() if at is None else at
+        if topic in self.idle_topics:
+            t = min(t, IDLE_SINCE)
         return int(_rate(self.cluster, topic, partition) * max(0.0, t - EPOCH))
 
     def committed(self, g: LabGroup, topic: str, partition: int, now: float) -> int:
         """A group's committed offset of one partition at `now`."""
         end = self.end_offset(topic, partition, now)
         if g.behaviour in ("healthy", "caught_up"):
+            if topic in self.idle_topics:
+                return end  # nothing new to read: committed at the end, and it stays there
             return max(0, end - (1 if int(now) % 4 == 0 else 0))  # at the end, one record behind one second in four
         start = self.end_offset(topic, partition, g.started)
         if g.behaviour == "lagging":
             consumed = int(LAGGING_SHARE * _rate(self.cluster, topic, partition) * max(0.0, now - g.started))
-            return max(0, start + consumed - int(_rate(self.cluster, topic, partition) * 5))
+            return min(end, max(0, start + consumed - int(_rate(self.cluster, topic, partition) * 5)))
         key = (topic, partition)
         if key not in g.frozen_commit:
             behind = int(_rate(self.cluster, topic, partition) * STALLED_BEHIND_S)

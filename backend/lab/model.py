@@ -61,6 +61,7 @@ class TopicSpec:
     partitions: int = 1
     replication_factor: int = 1
     configs: dict[str, str] = field(default_factory=dict)  # topic overrides: DYNAMIC_TOPIC_CONFIG
+    idle: bool = False  # no records since a fixed instant: its log end offsets stay put (groups reading it idle)
 
 
 @dataclass(frozen=True)
@@ -296,8 +297,11 @@ def _parse_cluster(raw: dict[str, Any], profiles: dict[str, Profile], index: int
         rf = _int(t.get("replication_factor", 1), tw, 1)
         if rf > len(brokers):
             raise LabConfigError(f"{tw}: replication_factor {rf} exceeds broker count {len(brokers)}")
+        idle = t.get("idle", False)
+        if not isinstance(idle, bool):
+            raise LabConfigError(f"{tw} idle: expected true or false, got {idle!r}")
         topics.append(TopicSpec(name=_req(t, "name", tw), partitions=_int(t.get("partitions", 1), tw, 1),
-                                replication_factor=rf,
+                                replication_factor=rf, idle=idle,
                                 configs=_configs(t.get("configs"), catalog, f"{tw} configs", topic=True)))
     zk = None
     if "zookeeper" in raw:

@@ -12,7 +12,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from backend.kafka import protocol as P
-from backend.kafka.groups import read_cluster_groups
+from backend.kafka.groups import GroupsMemo, read_cluster_groups
 from backend.lab.cluster import ClusterRuntime
 from backend.lab.fleet import LabFleet
 from backend.lab.model import parse_lab_config
@@ -176,3 +176,26 @@ def test_a_stopped_broker_is_a_broker_error_and_its_groups_move(lab: LabFleet, t
         assert set(read.groups) == {g["name"] for g in GROUPS}  # every group has a live coordinator again
     finally:
         lab.start_broker("k43", 3)
+
+
+def test_an_unchanged_offset_fetch_answer_is_reused_and_a_changed_one_is_decoded_again(lab: LabFleet) -> None:
+    rt = lab.runtimes["k43"]
+    memo = GroupsMemo()
+    at = rt.groups.freeze()
+    try:
+        first = read_cluster_groups(_brokers(lab, "k43"), timeout_s=10, memo=memo)
+        again = read_cluster_groups(_brokers(lab, "k43"), timeout_s=10, memo=memo)
+        assert not first.errors and first.committed == again.committed
+        # the same bytes: every ListGroups, OffsetFetch and describe answer taken from the memo, the same objects
+        asked = sum(again.requests[k] for k in (P.API_LIST_GROUPS, P.API_OFFSET_FETCH, P.API_DESCRIBE_GROUPS,
+                                                P.API_CONSUMER_GROUP_DESCRIBE, P.API_SHARE_GROUP_DESCRIBE))
+        assert first.reused == 0 and again.reused == asked
+        assert all(again.committed[g] is first.committed[g] for g in again.committed)
+        rt.groups.freeze(at + 30)  # 30 s later: the healthy and lagging groups committed further
+        later = read_cluster_groups(_brokers(lab, "k43"), timeout_s=10, memo=memo)
+        state = rt.groups.snapshot(_partitions(rt))
+        assert {g: later.committed.get(g, {}) for g in state} == {g: s["committed"] for g, s in state.items()}
+        assert later.committed["healthy"] != first.committed["healthy"]  # decoded again, not hidden by the memo
+        assert later.committed["stalled"] == first.committed["stalled"]
+    finally:
+        rt.groups.unfreeze()

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
+
+from backend.collect import groups as groups_module
 from backend.collect.groups import MAX_TEXT_CHARS, build_snapshot, cap
 from backend.config import Settings
 from backend.kafka import groups as kg
@@ -116,3 +120,53 @@ def test_an_idle_groups_partitions_are_the_same_objects_from_read_to_read() -> N
     assert snaps[1].offsets["orders-app"] is snaps[0].offsets["orders-app"]  # nothing moved: reused as it was
     assert snaps[2].offsets["orders-app"] is not snaps[1].offsets["orders-app"]
     assert snaps[2].offsets["orders-app"][0].last_moved_at == T0 + timedelta(seconds=120)
+
+
+def test_members_the_memo_handed_back_are_not_converted_again_and_changed_ones_are() -> None:
+    reuse: dict = {}
+    first = _read(10, 20, members=2)
+    snap1 = build_snapshot(first, None, SETTINGS, T0, reuse)
+    same = _read(11, 25, members=2)
+    same.groups["orders-app"].members = first.groups["orders-app"].members  # the memo's objects, as reused
+    snap2 = build_snapshot(same, snap1, SETTINGS, T0 + timedelta(seconds=60), reuse)
+    assert snap2.members["orders-app"] is snap1.members["orders-app"]
+    assert reuse["orders-app"][0] is first.groups["orders-app"].members
+    changed = _read(12, 30, members=2)
+    old = changed.groups["orders-app"].members
+    changed.groups["orders-app"].members = (kg.Member("m-0", "renamed-client", "/10.0.0.0",
+                                                      assignment=(("orders", 0),)), old[1])
+    snap3 = build_snapshot(changed, snap2, SETTINGS, T0 + timedelta(seconds=120), reuse)
+    assert [m.client_id for m in snap3.members["orders-app"]] == ["renamed-client", "orders-app-1"]
+    assert snap3.offsets["orders-app"][0].member_id == "m-0" and snap3.groups["orders-app"].lag == 18
+
+
+def test_reusing_the_readers_unchanged_objects_judges_exactly_as_a_fresh_build(monkeypatch: pytest.MonkeyPatch
+                                                                              ) -> None:
+    """The memo hands back the same offsets dict and members for an idle group: the snapshot must not differ."""
+    built = {"plain": 0, "reused": 0}
+    real = groups_module._partitions
+
+    def counted(*args: Any) -> Any:
+        built[mode] += 1
+        return real(*args)
+
+    monkeypatch.setattr(groups_module, "_partitions", counted)
+    reads = [_read(10, 20, members=2)]
+    for end in (20, 20, 25, 30, 30, 30, 30):  # idle, then the log grows under a committed offset that stays
+        nxt = _read(10, end, members=2)
+        nxt.committed["orders-app"] = reads[-1].committed["orders-app"]  # the memo's dict, as reused
+        nxt.groups["orders-app"].members = reads[-1].groups["orders-app"].members
+        reads.append(nxt)
+    reuse: dict = {}
+    plain = reused = None
+    for i, read in enumerate(reads):
+        at = T0 + timedelta(seconds=60 * i)
+        mode = "plain"
+        plain = build_snapshot(read, plain, SETTINGS, at)
+        mode = "reused"
+        reused = build_snapshot(read, reused, SETTINGS, at, reuse)
+        assert (reused.groups, reused.offsets, reused.members) == (plain.groups, plain.offsets, plain.members), i
+    assert reused is not None and reused.groups["orders-app"].status == "stalled"
+    assert reused.groups["orders-app"].window_lag == (20, 20, 20, 20)
+    # with the reader's objects reused, partitions are rebuilt only at the first read and when the end moved (25, 30)
+    assert built == {"plain": 8, "reused": 3}

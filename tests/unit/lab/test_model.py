@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from backend.kafka import protocol as P
+from backend.lab.groups import EPOCH, GroupSpec, LabGroups
 from backend.lab.model import LabConfigError, load_lab_config, load_profiles, parse_lab_config
 
 REPO = Path(__file__).resolve().parents[3]
@@ -53,6 +54,7 @@ def test_profiles_only_claim_kip885_where_the_software_has_it() -> None:
     (_cluster(sasl={"mechanisms": ["GSSAPI"]}), "unsupported SASL mechanism 'GSSAPI'"),
     (_cluster(misrouted_to="ghost"), "misrouted_to 'ghost' is not a lab cluster"),
     (_cluster(policy={"client_config_max_bytes": 0}), "policy: expected an integer >= 1"),
+    (_cluster(topics=[{"name": "t", "idle": "yes"}]), "idle: expected true or false"),
 ])
 def test_invalid_cluster_is_refused_with_a_clear_message(cluster: dict[str, Any], message: str) -> None:
     with pytest.raises(LabConfigError, match="cluster 'c'") as err:
@@ -152,3 +154,17 @@ def test_repo_lab_toml_seeds_the_demos_config_differences() -> None:
     payments = next(t for t in us.topics if t.name == "payments")
     assert int(payments.configs["min.insync.replicas"]) > payments.replication_factor
     assert [c.name for c in config.clusters if c.configs.get("unclean.leader.election.enable") == "true"] == ["legacy-zk"]
+
+
+def test_an_idle_topics_end_offsets_stay_put_and_its_healthy_groups_with_them() -> None:
+    spec = _parse(_cluster(topics=[{"name": "quiet", "idle": True}, {"name": "busy"}])).clusters[0]
+    assert [(t.name, t.idle) for t in spec.topics] == [("quiet", True), ("busy", False)]
+    groups = LabGroups("c", [GroupSpec("q", ("quiet",)), GroupSpec("b", ("busy",))],
+                       idle_topics=frozenset(t.name for t in spec.topics if t.idle))
+    t0 = groups.freeze(EPOCH + 10 * 86_400 + 1)  # one second of a four-second cycle where healthy is not behind
+    before = groups.snapshot({"quiet": 2, "busy": 2})
+    groups.freeze(t0 + 600)
+    after = groups.snapshot({"quiet": 2, "busy": 2})
+    assert after["q"]["end"] == before["q"]["end"] and after["q"]["committed"] == before["q"]["committed"]
+    assert after["q"]["committed"] == {tp: end for tp, end in after["q"]["end"].items()}  # caught up: no lag
+    assert all(after["b"]["end"][tp] > before["b"]["end"][tp] for tp in after["b"]["end"])
