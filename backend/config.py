@@ -562,8 +562,8 @@ def parse_fleet(text: str, *, source: str = "<fleet>", secrets_path: str | os.Pa
     if not resolve_secrets:
         return fleet
     secrets_file = secrets_path if secrets_path is not None else fleet.settings.secrets_file
-    secrets = _read_secrets(secrets_file, source)
-    metrics_secrets = _read_metrics_passwords(secrets_file) if any(c.broker_metrics for c in fleet.clusters) else {}
+    secrets = _read_secret_table(secrets_file, "passwords")
+    metrics_secrets = _read_secret_table(secrets_file, "metrics_passwords") if any(c.broker_metrics for c in fleet.clusters) else {}
     for index, cluster in enumerate(fleet.clusters):
         _resolve_secrets(cluster, secrets, index, source, lines)
         _resolve_metrics_secret(cluster, metrics_secrets, index, source, lines)
@@ -662,7 +662,8 @@ def _shown_value(raw: Any, loc: list[str]) -> Any:
     return node
 
 
-def _read_secrets(path: str | os.PathLike[str], source: str) -> dict[str, str]:
+def _read_secret_table(path: str | os.PathLike[str], table: str) -> dict[str, str]:
+    """One [table] of secrets.toml (passwords, metrics_passwords): cluster name -> password; {} without the file."""
     secrets_file = Path(path)
     if not secrets_file.is_file():
         return {}
@@ -670,10 +671,10 @@ def _read_secrets(path: str | os.PathLike[str], source: str) -> dict[str, str]:
         data = tomllib.loads(secrets_file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise FleetConfigError(f"{secrets_file}: not valid TOML: {exc}") from None
-    passwords = data.get("passwords", {})
-    if not isinstance(passwords, dict):
-        raise FleetConfigError(f"{secrets_file}: key 'passwords' must be a table of cluster name = password")
-    return {str(k): str(v) for k, v in passwords.items()}
+    found = data.get(table, {})
+    if not isinstance(found, dict):
+        raise FleetConfigError(f"{secrets_file}: key '{table}' must be a table of cluster name = password")
+    return {str(k): str(v) for k, v in found.items()}
 
 
 def _resolve_secrets(cluster: ClusterConfig, secrets: dict[str, str], index: int, source: str, lines: _KeyLines) -> None:
@@ -700,21 +701,6 @@ def _resolve_secrets(cluster: ClusterConfig, secrets: dict[str, str], index: int
                 f"{_env_label(cluster.ssl_key_password_env)} is not set"
             )
         cluster._ssl_key_password = Secret(key_password)
-
-
-def _read_metrics_passwords(path: str | os.PathLike[str]) -> dict[str, str]:
-    """[metrics_passwords] of secrets.toml: cluster name -> the basic-auth password of its broker metrics."""
-    secrets_file = Path(path)
-    if not secrets_file.is_file():
-        return {}
-    try:
-        data = tomllib.loads(secrets_file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise FleetConfigError(f"{secrets_file}: not valid TOML: {exc}") from None
-    table = data.get("metrics_passwords", {})
-    if not isinstance(table, dict):
-        raise FleetConfigError(f"{secrets_file}: key 'metrics_passwords' must be a table of cluster name = password")
-    return {str(k): str(v) for k, v in table.items()}
 
 
 def _resolve_metrics_secret(cluster: ClusterConfig, secrets: dict[str, str], index: int, source: str,
