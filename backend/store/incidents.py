@@ -67,9 +67,13 @@ class IncidentTracker:
         self._last_flush: datetime | None = None
 
     def observe(
-        self, poll_id: str, at: datetime, alerts: Iterable[Alert], clusters_with_data: Iterable[str]
+        self, poll_id: str, at: datetime, alerts: Iterable[Alert], clusters_with_data: Iterable[str],
+        hold: Iterable[tuple[str, str]] = (),
     ) -> Transitions:
-        """Apply one poll's alerts; return the transitions (resolved ones still to be written)."""
+        """Apply one poll's alerts; return the transitions (resolved ones still to be written).
+
+        ``hold``: (rule, cluster) pairs the poll could not judge; their open incidents stay as they are.
+        """
         out = Transitions()
         seen: set[Key] = set()
         for alert in alerts:
@@ -100,7 +104,8 @@ class IncidentTracker:
             out.updated += 1
             self._dirty = True
         with_data = set(clusters_with_data)
-        for key in [k for k in self.open if k not in seen and k[1] in with_data]:
+        held = set(hold)
+        for key in [k for k in self.open if k not in seen and k[1] in with_data and (k[0], k[1]) not in held]:
             row = self.open.pop(key)
             row.update(status="resolved", resolved_at=at, resolved_poll_id=poll_id)
             out.resolved.append(row)

@@ -234,11 +234,71 @@ SCHEMAS[INVENTORY_RUNS] = pa.schema(
     ]
 )
 
+# Standards (backend/standards): each policy's result per cluster and its non-passing subjects (state files per
+# cluster, rewritten when they changed), and the status history (a day table: a row per change, and a baseline of
+# every (policy, cluster) at the first write of each day) the 30-day trend is read from.
+POLICY_RESULTS = "policy_results"
+POLICY_ITEMS = "policy_items"
+POLICY_STATUS = "policy_status"
+_POLICY_COUNTS = [("checked", pa.int64()), ("passing", pa.int64()), ("violating", pa.int64()),
+                  ("unknown", pa.int64()), ("waived", pa.int64()), ("upcoming", pa.int64())]
+SCHEMAS[POLICY_RESULTS] = pa.schema(
+    [
+        ("poll_id", pa.string()),
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("policy_id", pa.string()),
+        ("status", pa.string()),  # pass / violation / unknown / waived / upcoming
+        ("severity", pa.string()),
+        *_POLICY_COUNTS,
+        ("reason", pa.string()),
+        ("items_omitted", pa.int64()),
+        ("evaluated_at", _TS),
+        ("evidence_at", _TS),
+        ("since", _TS),  # since when the status has held
+        ("policy_digest", pa.string()),
+        ("policy_set", pa.string()),  # the policy file's digest
+        ("schema_version", pa.int32()),
+    ]
+)
+SCHEMAS[POLICY_ITEMS] = pa.schema(
+    [
+        ("poll_id", pa.string()),
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("policy_id", pa.string()),
+        ("kind", pa.string()),  # cluster / broker / topic / group / clients / instance
+        ("name", pa.string()),
+        ("outcome", pa.string()),  # violation / unknown / waived / upcoming
+        ("seen", pa.string()),
+        ("wanted", pa.string()),
+        ("reason", pa.string()),
+        ("count", pa.int64()),
+        ("since", _TS),
+        ("waiver", pa.string()),
+        ("schema_version", pa.int32()),
+    ]
+)
+SCHEMAS[POLICY_STATUS] = pa.schema(
+    [
+        ("poll_id", pa.string()),
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("policy_id", pa.string()),
+        ("status", pa.string()),
+        ("severity", pa.string()),
+        *_POLICY_COUNTS,
+        ("baseline", pa.bool_()),  # the day's first row of this (policy, cluster), written whether it changed or not
+        ("schema_version", pa.int32()),
+    ]
+)
+
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
 # Written by schema version 1 only; read by the migration and removed by retention.
 LEGACY_TABLES: tuple[str, ...] = (BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS)
 # Append-only day tables of version 2, compacted in the background.
-DAY_TABLES: tuple[str, ...] = (CLUSTER_SNAPSHOTS, CHANGES, INCIDENTS)
+DAY_TABLES: tuple[str, ...] = (CLUSTER_SNAPSHOTS, CHANGES, INCIDENTS, POLICY_STATUS)
 # The current state of each cluster (one file per cluster per kind), with the v1 snapshot columns.
 STATE_TABLES: dict[str, str] = {
     "clusters": CLUSTER_SNAPSHOTS,
@@ -250,6 +310,8 @@ STATE_TABLES: dict[str, str] = {
     **GROUP_STATE_TABLES,
     "inventory": INVENTORY_STATE,
     "inventory_runs": INVENTORY_RUNS,
+    "policy_results": POLICY_RESULTS,
+    "policy_items": POLICY_ITEMS,
 }
 # The kinds a daily checkpoint holds (the base `fleet_state_at` replays the change log onto).
 CHECKPOINT_KINDS: tuple[str, ...] = ("clusters", "brokers", "topics", "zk_nodes")
