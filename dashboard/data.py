@@ -17,7 +17,7 @@ from backend.auth.scope import Scope, scope_for
 from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
 from backend.store import group_readers
-from backend.views import config_views, fleet_views, frames, lakes, readiness
+from backend.views import config_views, fleet_views, frames, lakes, readiness, standards_views
 from dashboard import auth
 
 Visible = tuple[str, ...] | None
@@ -437,3 +437,27 @@ def _readiness(location: str, target: str, names: Visible) -> readiness.Readines
 def upgrade_readiness(location: str, target: str) -> readiness.Readiness:
     """Readiness of every cluster this session may view for the target release (backend.views.readiness)."""
     return _readiness(location, target, visible())
+
+
+# ---------------------------------------------------------------- standards (issue 39: policies per tag, waivers)
+# (backend.views.standards_views takes the session's Scope: a cluster outside it is not shown or counted)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _standards(location: str, names: Visible) -> standards_views.Standards:
+    return standards_views.load(location, _scope(location, names))
+
+
+def standards(location: str) -> standards_views.Standards:
+    """The policies' results on the clusters this session may view, their findings, the policy file's state."""
+    return _standards(location, visible())
+
+
+@st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False, max_entries=16)
+def _standards_trend(location: str, days: int, names: Visible) -> pd.DataFrame:
+    return standards_views.trend(location, _scope(location, names), days=days)
+
+
+def standards_trend(location: str, days: int = standards_views.TREND_DAYS) -> pd.DataFrame:
+    """% passing per day (fleet, per cluster, per policy) over the visible clusters."""
+    return _standards_trend(location, days, visible())

@@ -623,7 +623,7 @@ def run_poller(
                           client_metrics=client_metrics)
         try:
             standards.evaluate(last)
-        except Exception:  # noqa: BLE001 - a bug in a policy's evaluation must not stop the polling of the fleet
+        except Exception:
             log.exception("evaluating the policies of poll %s failed", last.poll_id)
         try:
             result = writer.write(last)

@@ -224,14 +224,15 @@ def junit(report: CheckReport | None, error: str | None = None) -> str:
         root.set("tests", "1")
         root.set("errors", "1")
         return _xml(root)
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    totals: dict[str, int] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for policy in report.policies.policies:
         results = [r for r in report.results if r.policy_id == policy.id]
-        counts = {"tests": len(results), "failures": sum(r.status == "violation" for r in results),
-                  "errors": sum(r.status == "unknown" for r in results),
-                  "skipped": sum(r.status == "waived" for r in results)}
-        suite = ET.SubElement(root, "testsuite", name=visible(f"{policy.id}: {policy.title}"),
-                              **{k: str(v) for k, v in counts.items()})
+        counts: dict[str, int] = {"tests": len(results),
+                                  "failures": sum(r.status == "violation" for r in results),
+                                  "errors": sum(r.status == "unknown" for r in results),
+                                  "skipped": sum(r.status == "waived" for r in results)}
+        suite = ET.SubElement(root, "testsuite", {"name": visible(f"{policy.id}: {policy.title}"),
+                                                  **{k: str(v) for k, v in counts.items()}})
         props = ET.SubElement(suite, "properties")
         for key, value in (("severity", policy.severity), ("check", policy.check),
                            ("selector", policy.select.text()), ("wanted", policy.wanted())):
@@ -251,10 +252,10 @@ def junit(report: CheckReport | None, error: str | None = None) -> str:
                 ET.SubElement(case, "system-out").text = visible(details)
             elif r.status == "upcoming":
                 ET.SubElement(case, "system-out").text = visible(f"not in force yet: {details}")
-        for key, value in counts.items():
-            totals[key] += value
-    for key, value in totals.items():
-        root.set(key, str(value))
+        for name, n in counts.items():
+            totals[name] += n
+    for name, n in totals.items():
+        root.set(name, str(n))
     return _xml(root)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -336,6 +336,7 @@ class StandardsEngine:
             return memo.raw
         assert view.context is not None
         topics = memo.topics
+        names: Iterable[str]
         if topics is None or (configs_needed and brokers_changed):
             topics = memo.topics = _TopicMemo()
             names = view.topics.keys()

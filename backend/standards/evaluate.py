@@ -470,7 +470,7 @@ def client_config(policy: Policy, facts: ClientFacts | None, results: bool) -> R
 def _floor_of(floors: Mapping[str, tuple[str, tuple[int, int, int]]], name: str | None, version: str | None
               ) -> tuple[str, tuple[int, int, int], str | None] | None:
     """(floor text, floor, the version compared) for a software, or None when no floor names it."""
-    if name in floors:
+    if name is not None and name in floors:
         return floors[name][0], floors[name][1], version
     family = floor_family(name, version)
     if family.family == "librdkafka" and "librdkafka" in floors:

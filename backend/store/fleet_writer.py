@@ -19,7 +19,6 @@ from backend.store.inventory_model import InventorySnapshot
 from backend.store.lake import Lake, LakeError, _to_table
 from backend.store.migrate import migrate_v1, needs_migration
 from backend.store.model import Alert, ClusterSnapshot, ConfigSnapshot, FleetPoll, TopicSnapshot
-from backend.store.standards_model import StandardsSnapshot
 from backend.store.schemas import (
     BROKER_SNAPSHOTS,
     CHANGES,
@@ -31,6 +30,7 @@ from backend.store.schemas import (
     ZK_SNAPSHOTS,
     schema_for,
 )
+from backend.store.standards_model import StandardsSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -122,19 +122,19 @@ def current_snapshots(lake: Lake | str, clusters: list[str] | None = None) -> di
     if has("config_runs"):
         configs = config_state.snapshots_from_tables(state.read_clusters_state(lk, "configs", names),
                                                      state.read_clusters_state(lk, "config_runs", names))
-        for name, snapshot in configs.items():
+        for name, config in configs.items():
             if name in out:
-                out[name].configs = snapshot
+                out[name].configs = config
     if has("group_runs"):
         groups = group_state.snapshots_from_tables(*(state.read_clusters_state(lk, kind, names) for kind in (
             "groups", "group_members", "group_offsets", "group_runs")))
-        for name, snapshot in groups.items():
+        for name, read in groups.items():
             if name in out:
-                out[name].groups = snapshot
+                out[name].groups = read
     if has("inventory_runs"):
         inventory = inventory_state.snapshots_from_tables(state.read_clusters_state(lk, "inventory", names),
                                                           state.read_clusters_state(lk, "inventory_runs", names))
-        for name, snapshot in inventory.items():
+        for name, found in inventory.items():
             if name in out:
-                out[name].inventory = snapshot
+                out[name].inventory = found
     return out
