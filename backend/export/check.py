@@ -19,7 +19,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from backend.auth.grants import grants_for
 from backend.auth.scope import Scope
 from backend.config import Fleet, FleetConfigError, configured_lake, default_fleet_file, load_fleet
 from backend.export.check_formats import FORMATS, render
+from backend.export.check_report import EXIT_UNKNOWN, CheckReport
 from backend.standards.client_facts import ClientFacts, read_client_facts
 from backend.standards.engine import StandardsEngine, policies_path
 from backend.standards.policy import PolicyFileError, PolicySet, load_policies
@@ -36,42 +36,9 @@ from backend.store.model import ClusterSnapshot
 from backend.store.snapshots import current_snapshots
 from backend.store.standards_model import PolicyResult, StandardsSnapshot
 
-EXIT_PASS, EXIT_VIOLATIONS, EXIT_UNKNOWN = 0, 1, 2
-
 
 class CheckError(ValueError):
     """The check cannot run (bad input): exit 2 with this message."""
-
-
-@dataclass
-class CheckReport:
-    """One check: the policies, what was judged (visible clusters only), and what it means for the exit code."""
-
-    policies: PolicySet
-    results: list[PolicyResult]
-    clusters: list[str]
-    source: str
-    evaluated_at: datetime
-    evidence_at: dict[str, datetime | None] = field(default_factory=dict)  # per cluster: when its poll read it
-    notes: list[str] = field(default_factory=list)
-
-    def count(self, status: str) -> int:
-        """Results (policy, cluster pairs) with this status."""
-        return sum(1 for r in self.results if r.status == status)
-
-    @property
-    def exit_code(self) -> int:
-        """1 with any violation; else 2 when any result is unknown or nothing was judged; else 0."""
-        if self.count("violation"):
-            return EXIT_VIOLATIONS
-        if self.count("unknown") or not self.results:
-            return EXIT_UNKNOWN
-        return EXIT_PASS
-
-    @property
-    def verdict(self) -> str:
-        """pass / violations / could not evaluate."""
-        return {EXIT_PASS: "pass", EXIT_VIOLATIONS: "violations", EXIT_UNKNOWN: "could not evaluate"}[self.exit_code]
 
 
 def run_check(policies: PolicySet, snapshots: Mapping[str, ClusterSnapshot],

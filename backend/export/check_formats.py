@@ -16,15 +16,13 @@ import hashlib
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
+from backend.export.check_report import CheckReport
 from backend.plain_text import visible
 from backend.standards.policy import Policy
 from backend.store.standards_model import PolicyItem, PolicyResult
-
-if TYPE_CHECKING:
-    from backend.export.check import CheckReport
 
 FORMATS = ("text", "json", "sarif", "junit")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
