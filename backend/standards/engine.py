@@ -11,6 +11,7 @@ Waivers and effective dates are applied every poll (an expiry takes effect at th
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -23,7 +24,7 @@ from backend.config import Fleet
 from backend.standards import evaluate as ev
 from backend.standards.client_facts import ClientFacts, ClientResults
 from backend.standards.policy import EMPTY, Policy, PolicyFileError, PolicySet, load_policies, parse_policies
-from backend.store.model import Alert, ClusterSnapshot, ConfigValue, FleetPoll, TopicSnapshot
+from backend.store.model import Alert, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store.progress import load_state, save_state
 from backend.store.standards_model import PolicyItem, PolicyResult, StandardsSnapshot
 
@@ -107,13 +108,11 @@ class _TopicMemo:
 
 @dataclass
 class _TopicView:
-    """A cluster's topics and overrides as last judged (compared with the next poll's to find what changed)."""
+    """A cluster's topic list and overrides as last judged (compared with the next poll's to find what changed)."""
 
     topics_ref: object = None
     overrides_ref: object = None
     brokers_ref: object = None
-    topics: dict[str, TopicSnapshot] = field(default_factory=dict)
-    overrides: dict[str, Mapping[str, ConfigValue] | None] = field(default_factory=dict)
     context: ev.TopicContext | None = None
 
 
@@ -124,6 +123,8 @@ class _Memo:
     finished_key: tuple[object, ...] | None = None
     result: PolicyResult | None = None
     topics: _TopicMemo | None = None
+    item_signature: tuple[object, ...] | None = None
+    finished_items: dict[int, tuple[PolicyItem, PolicyItem]] = field(default_factory=dict)
 
 
 class StandardsEngine:
@@ -144,6 +145,9 @@ class StandardsEngine:
         self._since: dict[tuple[str, str], dict[ev.SinceKey, datetime]] = {}
         self._status: dict[tuple[str, str], tuple[str, datetime]] = {}
         self._last: dict[str, StandardsSnapshot] = {}
+        self._clusters: dict[str, _ClusterMemo] = {}
+        self._alerts: dict[tuple[str, str], tuple[PolicyResult, Alert]] = {}
+        self._boundaries: tuple[str, list[datetime]] | None = None
         self.evaluations = 0  # (policy, cluster) pairs judged again (tests and benchmarks count work with it)
         self.topics_judged = 0
         self._load(first=True)
@@ -249,26 +253,57 @@ class StandardsEngine:
         names = {s.cluster_name for s in poll.clusters}
         for key in [k for k in self._memo if k[1] not in names]:
             del self._memo[key]
+        for name in [n for n in self._clusters if n not in names]:
+            del self._clusters[name]
+            self._views.pop(name, None)
+        epoch = self._epoch(now)
         for snapshot in poll.clusters:
             if not snapshot.has_data:
                 poll.hold.update((p.rule, snapshot.cluster_name) for p in self.policies.policies)
                 continue
             cluster_facts = facts.get(snapshot.cluster_id or "") if facts is not None else None
+            signature = _signature(snapshot, cluster_facts, facts is not None, epoch, self.policies.digest)
+            cached = self._clusters.get(snapshot.cluster_name)
+            if cached is not None and cached.signature == signature:
+                snapshot.standards = cached.standards  # nothing it reads changed, no waiver or date boundary passed
+                poll.alerts.extend(cached.alerts)
+                poll.hold.update(cached.hold)
+                continue
             results = self.evaluate_cluster(snapshot, cluster_facts, facts is not None, now)
+            alerts, hold = [], set()
             for policy in self.policies.policies:
                 result = results.get(policy.id)
                 if result is None:
                     continue
                 if result.status == "violation":
-                    poll.alerts.append(alert_of(policy, result))
+                    alerts.append(self._alert(policy, result))
                 elif result.status == "unknown":
-                    poll.hold.add((policy.rule, snapshot.cluster_name))
+                    hold.add((policy.rule, snapshot.cluster_name))
             previous = self._last.get(snapshot.cluster_name)
             if previous is not None and previous.policy_set == self.policies.digest and _same(previous.results, results):
                 snapshot.standards = previous
             else:
                 snapshot.standards = StandardsSnapshot(now, self.policies.digest, results)
                 self._last[snapshot.cluster_name] = snapshot.standards
+            self._clusters[snapshot.cluster_name] = _ClusterMemo(signature, snapshot.standards, alerts, hold)
+            poll.alerts.extend(alerts)
+            poll.hold.update(hold)
+
+    def _epoch(self, now: datetime) -> int:
+        """How many waiver expiries and effective dates lie before now: a change of it re-applies them everywhere."""
+        if self._boundaries is None or self._boundaries[0] != self.policies.digest:
+            times = sorted({w.expires for w in self.policies.waivers} | {p.effective for p in self.policies.policies
+                                                                          if p.effective is not None})
+            self._boundaries = (self.policies.digest, times)
+        return bisect.bisect_right(self._boundaries[1], now)
+
+    def _alert(self, policy: Policy, result: PolicyResult) -> Alert:
+        cached = self._alerts.get((policy.id, result.cluster_name))
+        if cached is not None and cached[0] is result:
+            return cached[1]
+        alert = alert_of(policy, result)
+        self._alerts[(policy.id, result.cluster_name)] = (result, alert)
+        return alert
 
     def evaluate_cluster(self, snapshot: ClusterSnapshot, facts: ClientFacts | None, results: bool,
                          now: datetime) -> dict[str, PolicyResult]:
@@ -286,7 +321,7 @@ class StandardsEngine:
         return out
 
     def _raw(self, policy: Policy, s: ClusterSnapshot, facts: ClientFacts | None, results: bool, memo: _Memo,
-             view: tuple[_TopicView, set[str], bool] | None) -> ev.Raw:
+             view: tuple[_TopicView, dict[str, TopicSnapshot | None], bool] | None) -> ev.Raw:
         if policy.check in ("topic_config", "topic_shape") and view is not None:
             return self._topic_raw(policy, s, memo, view)
         inputs = _inputs(policy, s, facts, results)
@@ -298,27 +333,41 @@ class StandardsEngine:
         memo.inputs, memo.raw = inputs, ev.judge(policy, s, facts, results=results)
         return memo.raw
 
-    def _topic_view(self, s: ClusterSnapshot) -> tuple[_TopicView, set[str], bool]:
-        """The cluster's topics now, the topics that differ from the last poll, and whether broker configs changed."""
+    def _topic_view(self, s: ClusterSnapshot) -> tuple[_TopicView, dict[str, TopicSnapshot | None], bool]:
+        """The cluster's topics now, the topics that changed since the last poll (None: gone), and whether the broker
+        configs (what topics inherit) changed. Topic lists usually keep their order: they are compared pairwise."""
         view = self._views.setdefault(s.cluster_name, _TopicView())
         configs = s.configs
         overrides = configs.topics if configs is not None else None
         brokers = configs.brokers if configs is not None else None
-        changed: set[str] = set()
-        if view.topics_ref is not s.topics or view.overrides_ref is not overrides:
-            current = {t.topic: t for t in s.topics}
-            for name in view.topics.keys() - current.keys():
-                changed.add(name)
-            for name, topic in current.items():
-                before = view.topics.get(name)
-                if before is not topic and before != topic:
-                    changed.add(name)
-                new_over = overrides.get(name) if overrides is not None else None
-                if view.overrides.get(name) is not new_over and view.overrides.get(name) != new_over:
-                    changed.add(name)
-            view.topics = current
-            view.overrides = {n: (overrides.get(n) if overrides is not None else None) for n in current}
-            view.topics_ref, view.overrides_ref = s.topics, overrides
+        changed: dict[str, TopicSnapshot | None] = {}
+        old: list[TopicSnapshot] = view.topics_ref if isinstance(view.topics_ref, list) else []
+        if view.topics_ref is not s.topics:
+            paired = len(old) == len(s.topics)
+            if paired:
+                for a, b in zip(old, s.topics, strict=True):
+                    if a is b:
+                        continue
+                    if a.topic != b.topic:
+                        paired = False
+                        break
+                    if a != b:
+                        changed[b.topic] = b
+            if not paired:
+                changed.clear()
+                before = {t.topic: t for t in old}
+                now_ = {t.topic: t for t in s.topics}
+                changed.update({n: t for n, t in now_.items() if before.get(n) is not t and before.get(n) != t})
+                changed.update(dict.fromkeys(before.keys() - now_.keys()))
+        if view.overrides_ref is not overrides:
+            old_o: Mapping[str, object] = view.overrides_ref if isinstance(view.overrides_ref, dict) else {}
+            new_o: Mapping[str, object] = overrides or {}
+            moved = [n for n in old_o.keys() | new_o.keys() if old_o.get(n) is not new_o.get(n)
+                     and old_o.get(n) != new_o.get(n) and n not in changed]
+            if moved:
+                index = {t.topic: t for t in s.topics}
+                changed.update({n: index.get(n) for n in moved})
+        view.topics_ref, view.overrides_ref = s.topics, overrides
         brokers_changed = view.brokers_ref is not brokers or view.context is None
         if brokers_changed:
             view.brokers_ref = brokers
@@ -326,7 +375,7 @@ class StandardsEngine:
         return view, changed, brokers_changed
 
     def _topic_raw(self, policy: Policy, s: ClusterSnapshot, memo: _Memo,
-                   seen: tuple[_TopicView, set[str], bool]) -> ev.Raw:
+                   seen: tuple[_TopicView, dict[str, TopicSnapshot | None], bool]) -> ev.Raw:
         view, changed, brokers_changed = seen
         configs_needed = policy.check == "topic_config"
         if configs_needed and s.configs is None:
@@ -335,23 +384,23 @@ class StandardsEngine:
                                              "config_interval_s)")
             return memo.raw
         assert view.context is not None
+        overrides = s.configs.topics if s.configs is not None else {}
         topics = memo.topics
-        names: Iterable[str]
+        judged: Iterable[tuple[str, TopicSnapshot | None]]
         if topics is None or (configs_needed and brokers_changed):
             topics = memo.topics = _TopicMemo()
-            names = view.topics.keys()
+            judged = ((t.topic, t) for t in s.topics)
             self.evaluations += 1
         else:
-            names = changed
-            if names:
+            judged = changed.items()
+            if changed:
                 self.evaluations += 1
-        for name in names:
-            topic = view.topics.get(name)
+        for name, topic in judged:
             if topic is None:
                 topics.drop(name)
                 continue
             self.topics_judged += 1
-            topics.put(name, ev.judge_topic(policy, topic, view.overrides.get(name), view.context))
+            topics.put(name, ev.judge_topic(policy, topic, overrides.get(name), view.context))
         if topics.raw is None:
             evidence = s.configs.collected_at if s.configs is not None else s.polled_at
             topics.raw = ev.Raw(checked=topics.checked, passing=topics.passing, items=list(topics.items.values()),
@@ -361,21 +410,76 @@ class StandardsEngine:
 
     def _finish(self, policy: Policy, cluster: str, raw: ev.Raw, memo: _Memo, now: datetime) -> PolicyResult:
         waivers = self.policies.waivers_for(policy.id, cluster)
-        key = (raw, tuple(w.active(now) for w in waivers), policy.effective is not None and now < policy.effective,
-               self.policies.digest)
+        signature = (tuple(w.active(now) for w in waivers), policy.effective is not None and now < policy.effective,
+                     self.policies.digest)
         if memo.finished_key is not None and memo.result is not None and memo.finished_key[0] is raw and \
-                memo.finished_key[1:] == key[1:]:
+                memo.finished_key[1:] == signature:
             return memo.result
         pair = (policy.id, cluster)
-        result = ev.finish(policy, cluster, raw, waivers, now, since=self._since.get(pair, {}).get)
+        known = self._since.get(pair, {})
+        if memo.item_signature != signature:
+            memo.finished_items = {}
+            memo.item_signature = signature
+        cache = memo.finished_items
+        fresh: dict[int, tuple[PolicyItem, PolicyItem]] = {}
+
+        def one(item: PolicyItem) -> PolicyItem:
+            hit = cache.get(id(item))
+            if hit is not None and hit[0] is item:
+                done = hit[1]
+            else:
+                done = ev.finish_item(policy, cluster, item, waivers, now)
+                first = known.get((done.kind, done.name, done.outcome))
+                if first is not None:
+                    done = replace(done, since=first)
+            fresh[id(item)] = (item, done)
+            return done
+
+        result = ev.finish(policy, cluster, raw, waivers, now, one=one)
+        memo.finished_items = fresh
         previous = self._status.get(pair)
         if previous is None or previous[0] != result.status:
             self._status[pair] = (result.status, now)
         else:
             result = replace(result, since=previous[1])
-        self._since[pair] = {(i.kind, i.name, i.outcome): i.since or now for i in result.items}
-        memo.finished_key, memo.result = key, result
+        if len(known) != len(fresh) or any((d.kind, d.name, d.outcome) not in known for _i, d in fresh.values()):
+            self._since[pair] = {(d.kind, d.name, d.outcome): d.since or now for _i, d in fresh.values()}
+        memo.finished_key, memo.result = (raw, *signature), result
         return result
+
+
+def _signature(s: ClusterSnapshot, facts: ClientFacts | None, results: bool, epoch: int, digest: str
+               ) -> tuple[object, ...]:
+    """What a cluster's policies read, compared whole: objects by identity (the collectors hand over the same
+    ones while nothing changed), small values by value."""
+    brokers = tuple((b.broker_id, b.reachable, b.software_name, b.software_version, b.version_provenance,
+                     b.version_min, b.version_max, b.api_versions_json, b.error) for b in s.live_brokers)
+    return (digest, epoch, tuple(sorted(s.tags.items())), id(s.topics), id(s.configs), id(s.groups),
+            id(s.inventory), id(facts), results, brokers, s.zk_cluster_id, bool(s.zk_nodes), s.status,
+            _Ref(s.topics, s.configs, s.groups, s.inventory, facts))
+
+
+class _Ref:
+    """Keeps the objects a signature names by id alive (an id is only unique while its object lives)."""
+
+    __slots__ = ("objects",)
+
+    def __init__(self, *objects: object) -> None:
+        self.objects = objects
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Ref) and all(a is b for a, b in zip(self.objects, other.objects, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(map(id, self.objects)))
+
+
+@dataclass
+class _ClusterMemo:
+    signature: tuple[object, ...]
+    standards: StandardsSnapshot | None
+    alerts: list[Alert]
+    hold: set[tuple[str, str]]
 
 
 def waiver_rows(policies: PolicySet) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ from backend.kafka.client_floors import check as floor_family
 from backend.kafka.versions import detect_family
 from backend.standards.client_facts import ClientFacts
 from backend.standards.policy import Policy, Waiver
-from backend.standards.values import Requirement, against_ceiling, against_floor, normalize, version_bounds
+from backend.standards.values import Requirement, against_ceiling, against_floor, version_bounds
 from backend.store.model import BrokerSnapshot, ClusterSnapshot, ConfigSnapshot, ConfigValue, TopicSnapshot
 from backend.store.standards_model import MAX_ITEMS, STATUS_ORDER, PolicyItem, PolicyResult
 
@@ -216,7 +216,7 @@ def judge_topic(policy: Policy, topic: TopicSnapshot, overrides: Mapping[str, Co
         if outcome is SKIP:
             return SKIP
         if isinstance(outcome, str):
-            return _item("topic", topic.topic, "unknown", None, policy.wanted(), outcome)
+            return _item("topic", topic.topic, "unknown", None, policy.wanted_text, outcome)
     if policy.check == "topic_shape":
         problems = []
         for field_name in ("replication_factor", "partitions"):
@@ -225,18 +225,18 @@ def judge_topic(policy: Policy, topic: TopicSnapshot, overrides: Mapping[str, Co
                 continue
             seen = getattr(topic, field_name)
             if seen <= 0:
-                return _item("topic", topic.topic, "unknown", None, policy.wanted(), f"{field_name} not known")
+                return _item("topic", topic.topic, "unknown", None, policy.wanted_text, f"{field_name} not known")
             ok, why = req.test(field_name, seen)
             if not ok:
                 problems.append((f"{field_name} = {seen}", f"{field_name} = {seen}: {why}"))
         if not problems:
             return None
-        return _item("topic", topic.topic, "violation", "; ".join(s for s, _w in problems), policy.wanted(),
+        return _item("topic", topic.topic, "violation", "; ".join(s for s, _w in problems), policy.wanted_text,
                      "; ".join(w for _s, w in problems))
     key, req = p["config"], p["require"]
     values, override, why = _topic_value(key, topic.topic, overrides, ctx)
     if values is None:
-        return _item("topic", topic.topic, "unknown", None, policy.wanted(), why)
+        return _item("topic", topic.topic, "unknown", None, policy.wanted_text, why)
     rf = topic.replication_factor if topic.replication_factor > 0 else None
     failing = []
     for value, brokers in values.items():
@@ -247,7 +247,7 @@ def judge_topic(policy: Policy, topic: TopicSnapshot, overrides: Mapping[str, Co
         return None
     value, brokers, reason = failing[0]
     where = "" if override or not brokers or len(values) == 1 else f" on broker(s) {', '.join(map(str, brokers))}"
-    return _item("topic", topic.topic, "violation", _shown_values(values, override), policy.wanted(),
+    return _item("topic", topic.topic, "violation", _shown_values(values, override), policy.wanted_text,
                  f"{key} = {value}{where}: {reason}")
 
 
@@ -334,7 +334,7 @@ def _apache(broker: BrokerSnapshot) -> bool:
 def cluster(policy: Policy, snapshot: ClusterSnapshot) -> Raw:
     """Mode and the brokers' versions against the floor and ceiling (guessed ranges judged as ranges)."""
     p = policy.params
-    wanted = policy.wanted()
+    wanted = policy.wanted_text
     raw = Raw(evidence_at=snapshot.polled_at)
     if p.get("mode"):
         raw.checked += 1
@@ -405,16 +405,16 @@ def judge_group(policy: Policy, group: Any) -> object:
             continue
         seen = getattr(group, field_name)
         if field_name == "status" and seen == "unknown":
-            return _item("group", group.group_id, "unknown", seen, policy.wanted(),
+            return _item("group", group.group_id, "unknown", seen, policy.wanted_text,
                          "the group's status is unknown (nothing committed to judge)")
         if field_name == "group_type" and seen == "unknown":
-            return _item("group", group.group_id, "unknown", seen, policy.wanted(), "the group's type is not known")
+            return _item("group", group.group_id, "unknown", seen, policy.wanted_text, "the group's type is not known")
         ok, why = req.test(field_name, seen)
         if not ok:
             problems.append((f"{field_name} = {seen}", f"{field_name} = {seen or '(empty)'}: {why}"))
     if not problems:
         return None
-    return _item("group", group.group_id, "violation", "; ".join(s for s, _w in problems), policy.wanted(),
+    return _item("group", group.group_id, "violation", "; ".join(s for s, _w in problems), policy.wanted_text,
                  "; ".join(w for _s, w in problems))
 
 
@@ -485,7 +485,7 @@ def _floor_of(floors: Mapping[str, tuple[str, tuple[int, int, int]]], name: str 
 def client_software(policy: Policy, snapshot: ClusterSnapshot, facts: ClientFacts | None, results: bool) -> Raw:
     """Client software (from the analysis, or the brokers' connection counts) against the floors."""
     p = policy.params
-    wanted = policy.wanted()
+    wanted = policy.wanted_text
     counted: Iterable[tuple[str | None, str | None, int]]
     if p["source"] == "inventory":
         inventory = snapshot.inventory
@@ -565,38 +565,47 @@ def judge(policy: Policy, snapshot: ClusterSnapshot, facts: ClientFacts | None =
 SinceKey = tuple[str, str, str]  # (subject kind, name, outcome)
 
 
+def finish_item(policy: Policy, cluster_name: str, item: PolicyItem, waivers: Iterable[Waiver], now: datetime,
+                first_seen: datetime | None = None) -> PolicyItem:
+    """One finding with the policy's effective date and the waivers applied (``waivers``: this pair's)."""
+    outcome, note, reason = item.outcome, None, item.reason
+    if outcome == "violation":
+        covering = [w for w in waivers if w.covers(cluster_name, item.kind, item.name)]
+        active = [w for w in covering if w.active(now)]
+        if active:
+            outcome, note = "waived", active[0].text()
+        else:
+            if covering:
+                expired = max(covering, key=lambda w: w.expires)
+                note = f"expired {expired.expires:%Y-%m-%d %H:%M} UTC: {expired.owner}: {expired.reason}"
+                reason = f"{reason} (the waiver of {expired.scope_text} expired on {expired.expires:%Y-%m-%d})"
+            if policy.effective is not None and now < policy.effective:
+                outcome = "upcoming"
+                reason = f"{reason} (in force from {policy.effective:%Y-%m-%d})"
+    return PolicyItem(item.kind, item.name, outcome, item.seen, item.wanted, reason, item.count, first_seen or now,
+                      note)
+
+
 def finish(policy: Policy, cluster_name: str, raw: Raw, waivers: Iterable[Waiver], now: datetime,
            since: Callable[[SinceKey], datetime | None] | None = None,
-           status_since: datetime | None = None) -> PolicyResult:
+           status_since: datetime | None = None,
+           one: Callable[[PolicyItem], PolicyItem] | None = None) -> PolicyResult:
     """Apply the effective date and the waivers in force, date each finding, and sum up (see the module docstring).
 
     ``since`` gives the first time a finding was seen (None: now); ``status_since`` when the previous status began
-    (kept when the status is the same).
+    (kept when the status is the same); ``one`` finishes one finding (a caller's cache of `finish_item`).
     """
-    waivers = [w for w in waivers if w.policy == policy.id and w.cluster == cluster_name]
-    upcoming = policy.effective is not None and now < policy.effective
-    items: list[PolicyItem] = []
+    pair = [w for w in waivers if w.policy == policy.id and w.cluster == cluster_name]
+
+    def finished(item: PolicyItem) -> PolicyItem:
+        done = finish_item(policy, cluster_name, item, pair, now)
+        first = since((done.kind, done.name, done.outcome)) if since is not None else None
+        return done if first is None else replace(done, since=first)
+
+    items = [(one or finished)(item) for item in raw.items]
     counts = {"violation": 0, "unknown": 0, "waived": 0, "upcoming": 0}
-    for item in raw.items:
-        outcome, note, reason = item.outcome, None, item.reason
-        if outcome == "violation":
-            covering = [w for w in waivers if w.covers(cluster_name, item.kind, item.name)]
-            active = [w for w in covering if w.active(now)]
-            if active:
-                outcome, note = "waived", active[0].text()
-            else:
-                expired = max(covering, key=lambda w: w.expires, default=None)
-                if expired is not None:
-                    note = f"expired {expired.expires:%Y-%m-%d %H:%M} UTC: {expired.owner}: {expired.reason}"
-                    reason = f"{reason} (the waiver of {expired.scope_text} expired on {expired.expires:%Y-%m-%d})"
-                if upcoming:
-                    outcome = "upcoming"
-                    assert policy.effective is not None
-                    reason = f"{reason} (in force from {policy.effective:%Y-%m-%d})"
-        first = since((item.kind, item.name, outcome)) if since is not None else None
-        counts[outcome] += item.count
-        items.append(PolicyItem(item.kind, item.name, outcome, item.seen, item.wanted, reason, item.count,
-                                first or now, note))
+    for item in items:
+        counts[item.outcome] += item.count
     if raw.unknown_reason is not None:
         status = "unknown"
     elif counts["violation"]:
@@ -609,7 +618,7 @@ def finish(policy: Policy, cluster_name: str, raw: Raw, waivers: Iterable[Waiver
         status = "waived"
     else:
         status = "pass"
-    items.sort(key=lambda i: (STATUS_ORDER.get(i.outcome, 9), i.kind, i.name))
+    items.sort(key=_item_order)
     return PolicyResult(
         policy_id=policy.id, cluster_name=cluster_name, status=status, severity=policy.severity,
         checked=raw.checked, passing=raw.passing, violating=counts["violation"], unknown=counts["unknown"],
@@ -617,6 +626,10 @@ def finish(policy: Policy, cluster_name: str, raw: Raw, waivers: Iterable[Waiver
         reason=raw.unknown_reason or _summary(status, raw, counts),
         items=tuple(items[:MAX_ITEMS]), items_omitted=max(len(items) - MAX_ITEMS, 0), evaluated_at=now,
         evidence_at=raw.evidence_at, since=status_since or now, policy_digest=policy.digest)
+
+
+def _item_order(item: PolicyItem) -> tuple[int, str, str]:
+    return STATUS_ORDER.get(item.outcome, 9), item.kind, item.name
 
 
 def _summary(status: str, raw: Raw, counts: Mapping[str, int]) -> str:
@@ -629,8 +642,3 @@ def _summary(status: str, raw: Raw, counts: Mapping[str, int]) -> str:
     if status == "pass" and not raw.checked:
         return "nothing to check"
     return ", ".join(parts)
-
-
-def normalize_value(key: str, value: object) -> str | None:
-    """Re-exported for views: the comparable spelling of a config value."""
-    return normalize(key, value)

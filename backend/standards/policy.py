@@ -8,6 +8,7 @@ format). Nothing here reads the lake or a cluster.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import re
@@ -146,6 +147,11 @@ class Policy:
     def rule(self) -> str:
         """The incident rule id of this policy."""
         return f"policy:{self.id}"
+
+    @functools.cached_property
+    def wanted_text(self) -> str:
+        """What the policy wants, in one line (computed once)."""
+        return self.wanted()
 
     def wanted(self) -> str:
         """What the policy wants, in one line."""
