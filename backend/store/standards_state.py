@@ -23,21 +23,28 @@ COUNTS = ("checked", "passing", "violating", "unknown", "waived", "upcoming")
 
 def state_tables(poll_id: str, polled_at: datetime, cluster_name: str, cluster_id: str | None,
                  snapshot: StandardsSnapshot) -> dict[str, pa.Table]:
-    """The cluster's `policy_results` and `policy_items` state tables."""
-    base = {"poll_id": poll_id, "polled_at": polled_at, "cluster_name": cluster_name}
-    results, items = [], []
-    for r in snapshot.results.values():
-        results.append({**base, "cluster_id": cluster_id, "policy_id": r.policy_id, "status": r.status,
-                        "severity": r.severity, **{c: getattr(r, c) for c in COUNTS}, "reason": r.reason,
-                        "items_omitted": r.items_omitted, "evaluated_at": r.evaluated_at,
-                        "evidence_at": r.evidence_at, "since": r.since, "policy_digest": r.policy_digest,
-                        "policy_set": snapshot.policy_set, "schema_version": SCHEMA_VERSION})
-        for i in r.items:
-            items.append({**base, "policy_id": r.policy_id, "kind": i.kind, "name": i.name, "outcome": i.outcome,
-                          "seen": i.seen, "wanted": i.wanted, "reason": i.reason, "count": i.count, "since": i.since,
-                          "waiver": i.waiver, "schema_version": SCHEMA_VERSION})
-    return {"policy_results": pa.Table.from_pylist(results, schema=schema_for(POLICY_RESULTS)),
-            "policy_items": pa.Table.from_pylist(items, schema=schema_for(POLICY_ITEMS))}
+    """The cluster's `policy_results` and `policy_items` state tables (built column by column)."""
+    results = list(snapshot.results.values())
+    n = len(results)
+    cols: dict[str, list[Any]] = {
+        "poll_id": [poll_id] * n, "polled_at": [polled_at] * n, "cluster_name": [cluster_name] * n,
+        "cluster_id": [cluster_id] * n, "policy_id": [r.policy_id for r in results],
+        "status": [r.status for r in results], "severity": [r.severity for r in results],
+        **{c: [getattr(r, c) for r in results] for c in COUNTS}, "reason": [r.reason for r in results],
+        "items_omitted": [r.items_omitted for r in results], "evaluated_at": [r.evaluated_at for r in results],
+        "evidence_at": [r.evidence_at for r in results], "since": [r.since for r in results],
+        "policy_digest": [r.policy_digest for r in results], "policy_set": [snapshot.policy_set] * n,
+        "schema_version": [SCHEMA_VERSION] * n}
+    owners = [r.policy_id for r in results for _i in r.items]
+    items = [i for r in results for i in r.items]
+    m = len(items)
+    item_cols: dict[str, list[Any]] = {
+        "poll_id": [poll_id] * m, "polled_at": [polled_at] * m, "cluster_name": [cluster_name] * m,
+        "policy_id": owners, **{c: [getattr(i, c) for i in items] for c in (
+            "kind", "name", "outcome", "seen", "wanted", "reason", "count", "since", "waiver")},
+        "schema_version": [SCHEMA_VERSION] * m}
+    return {"policy_results": pa.Table.from_pydict(cols, schema=schema_for(POLICY_RESULTS)),
+            "policy_items": pa.Table.from_pydict(item_cols, schema=schema_for(POLICY_ITEMS))}
 
 
 def _row(poll_id: str, polled_at: datetime, cluster: str, r: PolicyResult, baseline: bool) -> dict[str, Any]:
