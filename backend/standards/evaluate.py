@@ -44,6 +44,7 @@ TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
     "max.message.bytes": (("message.max.bytes", 1),),
     "message.downconversion.enable": (("log.message.downconversion.enable", 1),),
+    "message.format.version": (("log.message.format.version", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),

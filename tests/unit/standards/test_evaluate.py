@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -280,3 +281,16 @@ expires = {past}
     upcoming = ev.finish(later, "c1", ev.judge(later, snapshot), policies.waivers, NOW)
     assert upcoming.status == "upcoming" and upcoming.upcoming == 2
     assert ev.finish(later, "c1", ev.judge(later, snapshot), (), NOW + timedelta(days=31)).status == "violation"
+
+
+def test_topic_synonyms_agree_with_the_real_brokers_catalog() -> None:
+    """Each topic config a real broker names a broker synonym for inherits from that synonym first here."""
+    catalog = json.loads((Path(__file__).resolve().parents[3] / "backend" / "lab" / "profiles" /
+                          "broker_configs.json").read_text())
+    checked = 0
+    for family in ("kafka-3.9", "kafka-4.3"):
+        for name, _default, _type, synonyms in catalog[family]["topic"]:
+            if synonyms:
+                assert ev.TOPIC_SYNONYMS[name][0][0] == synonyms[0], (family, name)
+                checked += 1
+    assert checked >= 20
