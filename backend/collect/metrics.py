@@ -127,7 +127,7 @@ class FleetMetrics(Collector):
             families = _cluster_families(poll) if poll is not None else []
             if poll is not None:
                 families += group_families(poll, max_groups=self.group_limits[0], max_topics=self.group_limits[1])
-                families += standards_families(poll, state.policy_file)
+                families += standards_families(poll, state.policy_file, label=label_value)
             last = GaugeMetricFamily(f"{PREFIX}_last_successful_poll_timestamp_seconds",
                                      "Unix time of the last poll that reached the cluster.", labels=["cluster"])
             for name, at in sorted(state.last_success.items()):

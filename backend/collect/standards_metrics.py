@@ -8,13 +8,13 @@
 - `kafka_fleet_policy_file_refused` 1 while the policy file on disk is refused (the last good one is in use);
 - `kafka_fleet_policy_series_dropped`: pairs left out beyond `MAX_PAIRS` (worst kept first).
 
-Label values go through `label_value` (hidden characters shown, cut at 128 characters).
+Label values go through the endpoint's `label_value` (hidden characters shown, cut at 128 characters).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -35,8 +35,10 @@ def _label(value: object) -> str:
 
 
 def standards_families(poll: FleetPoll, file_state: Mapping[str, Any] | None = None, *,
-                       max_pairs: int = MAX_PAIRS) -> list[Metric]:
-    """The policy families of one poll (see the module docstring)."""
+                       max_pairs: int = MAX_PAIRS, label: Callable[[object], str] | None = None) -> list[Metric]:
+    """The policy families of one poll (see the module docstring); ``label``: the endpoint's label function
+    (`backend.collect.metrics.label_value`, which FleetMetrics passes)."""
+    _label_of = label or _label
     status = GaugeMetricFamily(f"{PREFIX}_policy_status", "1 for the status of each policy on each cluster (pass, "
                                "violation, unknown, waived, upcoming).", labels=["cluster", "policy", "severity",
                                                                                   "status"])
@@ -55,7 +57,7 @@ def standards_families(poll: FleetPoll, file_state: Mapping[str, Any] | None = N
     results.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), r.cluster_name, r.policy_id))
     kept = results[:max_pairs]
     for r in kept:
-        cluster, policy = _label(r.cluster_name), _label(r.policy_id)
+        cluster, policy = _label_of(r.cluster_name), _label_of(r.policy_id)
         status.add_metric([cluster, policy, r.severity, r.status], 1.0)
         for outcome in ("violating", "unknown", "waived", "upcoming"):
             count = getattr(r, outcome)
@@ -71,9 +73,9 @@ def standards_families(poll: FleetPoll, file_state: Mapping[str, Any] | None = N
         cluster_totals[r.cluster_name][0] += ok
         cluster_totals[r.cluster_name][1] += 1
     for policy, (ok, total) in sorted(totals.items()):
-        by_policy.add_metric([_label(policy)], ok / total)
+        by_policy.add_metric([_label_of(policy)], ok / total)
     for cluster, (ok, total) in sorted(cluster_totals.items()):
-        by_cluster.add_metric([_label(cluster)], ok / total)
+        by_cluster.add_metric([_label_of(cluster)], ok / total)
     if file_state:
         refused.add_metric([], 1.0 if file_state.get("error") and (
             file_state.get("using") == "last_good" or (file_state.get("error_at") or "") > (
