@@ -14,8 +14,8 @@ from backend.cli import main
 from backend.configs.ingest import ingest_sink
 from backend.pipeline.job import run_analysis
 from backend.standards.engine import StandardsEngine
-from backend.store.lake import Lake, new_poll_id, poll_id_time
 from backend.store.fleet_writer import FleetWriter
+from backend.store.lake import Lake, new_poll_id, poll_id_time
 from backend.store.model import BrokerSnapshot, ClusterSnapshot, FleetPoll
 from tests.unit.configs.helpers import cfg, record, write_jsonl
 
