@@ -126,14 +126,15 @@ def build_fleet(n_clusters: int, n_topics: int, findings: float = 0.02) -> list[
 
 
 def change_topics(clusters: list[ClusterSnapshot], share: float) -> list[ClusterSnapshot]:
-    """`share` of every cluster's topics changed (new objects for the changed topics, lists and overrides)."""
+    """`share` of every cluster's topics changed: half of them a new replication factor, half a new override (new
+    objects for the changed topics, and new lists and override maps, as the poller and the config collector make)."""
     out = []
+    step = max(int(2 / share), 2)
     for s in clusters:
-        step = max(int(1 / share), 1)
         topics = [replace(t, replication_factor=3 if t.replication_factor != 3 else 2) if k % step == 7 else t
                   for k, t in enumerate(s.topics)]
         overrides = dict(s.configs.topics) if s.configs else {}
-        for k in range(step // 2, len(topics), step):
+        for k in range(step // 2 + 7, len(topics), step):
             overrides[topics[k].topic] = {"min.insync.replicas": ConfigValue("1", "DYNAMIC_TOPIC_CONFIG")}
         configs = replace(s.configs, topics=overrides) if s.configs else None
         out.append(replace(s, topics=topics, configs=configs))

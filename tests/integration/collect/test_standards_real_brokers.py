@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from backend.collect.poller import run_poller
 from backend.config import load_fleet
 from backend.store import readers, standards_readers
+from backend.store.model import FleetPoll
 from tests.integration.collect.conftest import kafka4_toml, kafka39_toml
 from tests.rig.kafka import KafkaKraftCluster, KafkaZkCluster, ZooKeeperServer
 from tests.rig.procs import REPO
@@ -188,3 +191,56 @@ def test_a_fixed_config_passes_at_the_next_poll_and_check_agrees(rig: dict[str, 
     failing = {(r["ruleId"], r["properties"]["cluster"]) for r in results if r["kind"] == "fail"}
     assert failing == {("kraft", "kafka39"), ("rf", "kafka39"), ("retention", "kafka4")}
     assert any(r["ruleId"] == "floor-392" and r["kind"] == "open" for r in results)
+    polled = subprocess.run([sys.executable, "-m", "backend", "check", "--config", str(fleet_file), "--poll",
+                             "--format", "json"], cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert polled.returncode == 1, polled.stderr
+    doc = json.loads(polled.stdout)
+    assert doc["source"].startswith("one poll of") and {(r["policy_id"], r["cluster"]) for r in doc["results"]
+                                                        if r["status"] == "violation"} == failing
+
+
+def test_while_the_poller_runs_a_waiver_expires_and_a_broken_file_keeps_the_last_good(rig: dict[str, object]) -> None:
+    """The poller's own loop: a waiver that runs out turns the violation back on, and a file broken while it runs is
+    refused (line and key) while the last good one keeps judging."""
+    lake, names, fleet_file, root = str(rig["lake"]), rig["names"], rig["fleet"], rig["root"]
+    assert isinstance(names, dict) and isinstance(root, Path)
+    policies = root / "policies.toml"
+    good = policies.read_text()
+    expires = datetime.now(UTC) + timedelta(seconds=12)
+    policies.write_text(good + f'\n[[waivers]]\npolicy = "rf"\ncluster = "kafka39"\ntopic = "{names["single"]}"\n'
+                               f'owner = "sre"\nreason = "moving to RF 3"\nexpires = {expires.isoformat()}\n')
+    seen: list[tuple[str, str | None]] = []
+    stop = threading.Event()
+
+    def on_poll(poll: FleetPoll) -> None:
+        snapshot = poll.cluster("kafka39")
+        if snapshot.standards is not None and "rf" in snapshot.standards.results:
+            result = snapshot.standards.results["rf"]
+            seen.append((result.status, next((i.waiver for i in result.items), None)))
+
+    runner = threading.Thread(target=run_poller, args=(load_fleet(str(fleet_file)), lake), kwargs={
+        "interval_s": 1.0, "stop": stop, "on_poll": on_poll}, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any(status == "waived" for status, _w in seen):
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.2)
+        policies.write_text(good.replace('severity = "critical"', 'severity = "red"', 1))  # broken while running
+        while "error" not in (state := standards_readers.policy_file_state(lake)) or not state["error"]:
+            assert time.monotonic() < deadline, state
+            time.sleep(0.2)
+        assert f"{policies}:5: policy 'min-isr' (#1): key 'severity'" in state["error"]
+        count = len(seen)
+        while not any(status == "violation" and waiver and waiver.startswith("expired") for status, waiver in
+                      seen[count:]):
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+        policies.write_text(good)
+    assert not runner.is_alive()
+    items = standards_readers.policy_items(lake, ["kafka39"])
+    expired = items[(items["policy_id"] == "rf")].iloc[0]
+    assert expired["outcome"] == "violation" and "expired on" in expired["reason"]
