@@ -82,6 +82,11 @@ class _TopicMemo:
     raw: ev.Raw | None = None
 
     def put(self, name: str, outcome: object) -> None:
+        """Record a topic's outcome; an outcome equal to the one recorded changes nothing (the raw result, and so
+        the finished one and its alert, stay the same objects)."""
+        old = self.outcomes.get(name, ev.SKIP)
+        if old is outcome or (old is not ev.SKIP and old == outcome and outcome is not ev.SKIP):
+            return
         self.drop(name)
         if outcome is ev.SKIP:
             return
@@ -321,7 +326,8 @@ class StandardsEngine:
         return out
 
     def _raw(self, policy: Policy, s: ClusterSnapshot, facts: ClientFacts | None, results: bool, memo: _Memo,
-             view: tuple[_TopicView, dict[str, TopicSnapshot | None], bool] | None) -> ev.Raw:
+             view: tuple[_TopicView, dict[str, TopicSnapshot | None], bool, dict[str, TopicSnapshot | None]] | None
+             ) -> ev.Raw:
         if policy.check in ("topic_config", "topic_shape") and view is not None:
             return self._topic_raw(policy, s, memo, view)
         inputs = _inputs(policy, s, facts, results)
@@ -333,7 +339,8 @@ class StandardsEngine:
         memo.inputs, memo.raw = inputs, ev.judge(policy, s, facts, results=results)
         return memo.raw
 
-    def _topic_view(self, s: ClusterSnapshot) -> tuple[_TopicView, dict[str, TopicSnapshot | None], bool]:
+    def _topic_view(self, s: ClusterSnapshot) -> tuple[_TopicView, dict[str, TopicSnapshot | None], bool,
+                                                       dict[str, TopicSnapshot | None]]:
         """The cluster's topics now, the topics that changed since the last poll (None: gone), and whether the broker
         configs (what topics inherit) changed. Topic lists usually keep their order: they are compared pairwise."""
         view = self._views.setdefault(s.cluster_name, _TopicView())
@@ -359,6 +366,8 @@ class StandardsEngine:
                 now_ = {t.topic: t for t in s.topics}
                 changed.update({n: t for n, t in now_.items() if before.get(n) is not t and before.get(n) != t})
                 changed.update(dict.fromkeys(before.keys() - now_.keys()))
+        # topics whose overrides changed: only the topic_config policies read them
+        with_overrides = dict(changed)
         if view.overrides_ref is not overrides:
             old_o: Mapping[str, object] = view.overrides_ref if isinstance(view.overrides_ref, dict) else {}
             new_o: Mapping[str, object] = overrides or {}
@@ -366,17 +375,18 @@ class StandardsEngine:
                      and old_o.get(n) != new_o.get(n) and n not in changed]
             if moved:
                 index = {t.topic: t for t in s.topics}
-                changed.update({n: index.get(n) for n in moved})
+                with_overrides.update({n: index.get(n) for n in moved})
         view.topics_ref, view.overrides_ref = s.topics, overrides
         brokers_changed = view.brokers_ref is not brokers or view.context is None
         if brokers_changed:
             view.brokers_ref = brokers
             view.context = ev.TopicContext(configs)
-        return view, changed, brokers_changed
+        return view, changed, brokers_changed, with_overrides
 
     def _topic_raw(self, policy: Policy, s: ClusterSnapshot, memo: _Memo,
-                   seen: tuple[_TopicView, dict[str, TopicSnapshot | None], bool]) -> ev.Raw:
-        view, changed, brokers_changed = seen
+                   seen: tuple[_TopicView, dict[str, TopicSnapshot | None], bool, dict[str, TopicSnapshot | None]]
+                   ) -> ev.Raw:
+        view, changed, brokers_changed, with_overrides = seen
         configs_needed = policy.check == "topic_config"
         if configs_needed and s.configs is None:
             memo.topics = None
@@ -392,8 +402,9 @@ class StandardsEngine:
             judged = ((t.topic, t) for t in s.topics)
             self.evaluations += 1
         else:
-            judged = changed.items()
-            if changed:
+            moved = with_overrides if configs_needed else changed
+            judged = moved.items()
+            if moved:
                 self.evaluations += 1
         for name, topic in judged:
             if topic is None:

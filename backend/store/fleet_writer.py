@@ -533,8 +533,7 @@ def _inventory_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, 
 def _standards_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, StandardsSnapshot]:
     if not any(entry.get("policy_results") for entry in manifest.get("clusters", {}).values()):
         return {}
-    return standards_state.snapshots_from_tables(state.read_state(lake, "policy_results", manifest=manifest),
-                                                 state.read_state(lake, "policy_items", manifest=manifest))
+    return standards_state.snapshots_from_tables(state.read_state(lake, "policy_results", manifest=manifest))
 
 
 def migrate_v1_if_needed(lake: Lake) -> bool:

@@ -234,12 +234,22 @@ SCHEMAS[INVENTORY_RUNS] = pa.schema(
     ]
 )
 
-# Standards (backend/standards): each policy's result per cluster and its non-passing subjects (state files per
-# cluster, rewritten when they changed), and the status history (a day table: a row per change, and a baseline of
-# every (policy, cluster) at the first write of each day) the 30-day trend is read from.
+# Standards (backend/standards): each policy's result per cluster with its non-passing subjects nested (one state
+# file per cluster, rewritten when it changed), and the status history (a day table: a row per change, and a baseline
+# of every (policy, cluster) at the first write of each day) the 30-day trend is read from.
 POLICY_RESULTS = "policy_results"
-POLICY_ITEMS = "policy_items"
 POLICY_STATUS = "policy_status"
+POLICY_ITEM = pa.struct([
+    ("kind", pa.string()),  # cluster / broker / topic / group / clients / instance
+    ("name", pa.string()),
+    ("outcome", pa.string()),  # violation / unknown / waived / upcoming
+    ("seen", pa.string()),
+    ("wanted", pa.string()),
+    ("reason", pa.string()),
+    ("count", pa.int64()),
+    ("since", _TS),
+    ("waiver", pa.string()),
+])
 _POLICY_COUNTS = [("checked", pa.int64()), ("passing", pa.int64()), ("violating", pa.int64()),
                   ("unknown", pa.int64()), ("waived", pa.int64()), ("upcoming", pa.int64())]
 SCHEMAS[POLICY_RESULTS] = pa.schema(
@@ -259,24 +269,7 @@ SCHEMAS[POLICY_RESULTS] = pa.schema(
         ("since", _TS),  # since when the status has held
         ("policy_digest", pa.string()),
         ("policy_set", pa.string()),  # the policy file's digest
-        ("schema_version", pa.int32()),
-    ]
-)
-SCHEMAS[POLICY_ITEMS] = pa.schema(
-    [
-        ("poll_id", pa.string()),
-        ("polled_at", _TS),
-        ("cluster_name", pa.string()),
-        ("policy_id", pa.string()),
-        ("kind", pa.string()),  # cluster / broker / topic / group / clients / instance
-        ("name", pa.string()),
-        ("outcome", pa.string()),  # violation / unknown / waived / upcoming
-        ("seen", pa.string()),
-        ("wanted", pa.string()),
-        ("reason", pa.string()),
-        ("count", pa.int64()),
-        ("since", _TS),
-        ("waiver", pa.string()),
+        ("items", pa.list_(POLICY_ITEM)),  # the subjects that did not pass (at most 500)
         ("schema_version", pa.int32()),
     ]
 )
@@ -311,7 +304,6 @@ STATE_TABLES: dict[str, str] = {
     "inventory": INVENTORY_STATE,
     "inventory_runs": INVENTORY_RUNS,
     "policy_results": POLICY_RESULTS,
-    "policy_items": POLICY_ITEMS,
 }
 # The kinds a daily checkpoint holds (the base `fleet_state_at` replays the change log onto).
 CHECKPOINT_KINDS: tuple[str, ...] = ("clusters", "brokers", "topics", "zk_nodes")

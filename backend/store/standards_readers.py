@@ -18,36 +18,33 @@ import pyarrow.dataset as ds
 from backend.store import state
 from backend.store.progress import load_state
 from backend.store.readers import LakeLike, empty_frame, open_lake
-from backend.store.schemas import POLICY_ITEMS, POLICY_RESULTS, POLICY_STATUS
+from backend.store.schemas import POLICY_RESULTS, POLICY_STATUS
 from backend.store.standards_model import StandardsSnapshot
-from backend.store.standards_state import snapshots_from_tables
+from backend.store.standards_state import items_table, snapshots_from_tables
 
-KINDS = {"policy_results": POLICY_RESULTS, "policy_items": POLICY_ITEMS}
+KINDS = {"policy_results": POLICY_RESULTS}
 FILE_STATE = ("standards", "policy_file")
 
 
-def _frame(lake: LakeLike, kind: str, clusters: Sequence[str] | None) -> pd.DataFrame:
-    table = state.read_clusters_state(open_lake(lake), kind, clusters)
-    if table.num_rows == 0:
-        return empty_frame(KINDS[kind])
-    return table.to_pandas()
-
-
 def policy_results(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
-    """The current result of every policy on the given clusters (all when None), one row per (policy, cluster)."""
-    return _frame(location, "policy_results", clusters).reset_index(drop=True)
+    """The current result of every policy on the given clusters (all when None), one row per (policy, cluster)
+    (the findings are `policy_items`)."""
+    table = state.read_clusters_state(open_lake(location), "policy_results", clusters).drop_columns(["items"])
+    if table.num_rows == 0:
+        return empty_frame(POLICY_RESULTS).drop(columns=["items"])
+    return table.to_pandas().reset_index(drop=True)
 
 
 def policy_items(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
-    """The subjects that did not pass (violation, unknown, waived, upcoming) of the given clusters' policies."""
-    return _frame(location, "policy_items", clusters).reset_index(drop=True)
+    """The subjects that did not pass (violation, unknown, waived, upcoming) of the given clusters' policies: one row
+    per finding (cluster_name, policy_id, kind, name, outcome, seen, wanted, reason, count, since, waiver)."""
+    table = state.read_clusters_state(open_lake(location), "policy_results", clusters)
+    return items_table(table.select(["cluster_name", "policy_id", "items"])).to_pandas().reset_index(drop=True)
 
 
 def load_standards(location: LakeLike, clusters: Sequence[str] | None = None) -> dict[str, StandardsSnapshot]:
     """The stored results as typed snapshots per cluster."""
-    lk = open_lake(location)
-    return snapshots_from_tables(state.read_clusters_state(lk, "policy_results", clusters),
-                                 state.read_clusters_state(lk, "policy_items", clusters))
+    return snapshots_from_tables(state.read_clusters_state(open_lake(location), "policy_results", clusters))
 
 
 def policy_history(location: LakeLike, since: datetime, clusters: Sequence[str] | None = None) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Policy results in the lake: state rows per cluster (results and non-passing subjects) and the status history.
 
-The writer (`FleetWriter`) rewrites a cluster's `policy_results` and `policy_items` only when its
+The writer (`FleetWriter`) rewrites a cluster's `policy_results` (findings nested) only when its
 `StandardsSnapshot` is a new object (the engine hands over the same one while nothing changed), and appends to the
 `policy_status` day table a row per (policy, cluster) whose status or counts changed, plus one baseline row of
 every (policy, cluster) at the first write of each day, so the 30-day trend reads at most a row per day and pair
@@ -14,19 +14,31 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from backend.store.schemas import POLICY_ITEMS, POLICY_RESULTS, SCHEMA_VERSION, schema_for
+from backend.store.schemas import POLICY_RESULTS, SCHEMA_VERSION, schema_for
 from backend.store.standards_model import PolicyItem, PolicyResult, StandardsSnapshot
 
 COUNTS = ("checked", "passing", "violating", "unknown", "waived", "upcoming")
 
 
+ITEM_FIELDS = ("kind", "name", "outcome", "seen", "wanted", "reason", "count", "since", "waiver")
+
+
 def state_tables(poll_id: str, polled_at: datetime, cluster_name: str, cluster_id: str | None,
                  snapshot: StandardsSnapshot) -> dict[str, pa.Table]:
-    """The cluster's `policy_results` and `policy_items` state tables (built column by column)."""
+    """The cluster's `policy_results` state table: a row per policy, its findings nested (one file per cluster)."""
     results = list(snapshot.results.values())
     n = len(results)
-    cols: dict[str, list[Any]] = {
+    items = [i for r in results for i in r.items]
+    offsets = [0]
+    for r in results:
+        offsets.append(offsets[-1] + len(r.items))
+    schema = schema_for(POLICY_RESULTS)
+    item_type = schema.field("items").type.value_type
+    flat = pa.StructArray.from_arrays([pa.array([getattr(i, f) for i in items], item_type.field(f).type)
+                                       for f in ITEM_FIELDS], fields=list(item_type))
+    cols: dict[str, Any] = {
         "poll_id": [poll_id] * n, "polled_at": [polled_at] * n, "cluster_name": [cluster_name] * n,
         "cluster_id": [cluster_id] * n, "policy_id": [r.policy_id for r in results],
         "status": [r.status for r in results], "severity": [r.severity for r in results],
@@ -34,17 +46,25 @@ def state_tables(poll_id: str, polled_at: datetime, cluster_name: str, cluster_i
         "items_omitted": [r.items_omitted for r in results], "evaluated_at": [r.evaluated_at for r in results],
         "evidence_at": [r.evidence_at for r in results], "since": [r.since for r in results],
         "policy_digest": [r.policy_digest for r in results], "policy_set": [snapshot.policy_set] * n,
+        "items": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat),
         "schema_version": [SCHEMA_VERSION] * n}
-    owners = [r.policy_id for r in results for _i in r.items]
-    items = [i for r in results for i in r.items]
-    m = len(items)
-    item_cols: dict[str, list[Any]] = {
-        "poll_id": [poll_id] * m, "polled_at": [polled_at] * m, "cluster_name": [cluster_name] * m,
-        "policy_id": owners, **{c: [getattr(i, c) for i in items] for c in (
-            "kind", "name", "outcome", "seen", "wanted", "reason", "count", "since", "waiver")},
-        "schema_version": [SCHEMA_VERSION] * m}
-    return {"policy_results": pa.Table.from_pydict(cols, schema=schema_for(POLICY_RESULTS)),
-            "policy_items": pa.Table.from_pydict(item_cols, schema=schema_for(POLICY_ITEMS))}
+    arrays = [cols[f.name] if isinstance(cols[f.name], pa.Array) else pa.array(cols[f.name], f.type) for f in schema]
+    return {"policy_results": pa.Table.from_arrays(arrays, schema=schema)}
+
+
+def items_table(results: pa.Table) -> pa.Table:
+    """The nested findings of `policy_results` rows as a flat table (cluster_name, policy_id, then ITEM_FIELDS)."""
+    if results.num_rows == 0:
+        return pa.table({"cluster_name": pa.array([], pa.string()), "policy_id": pa.array([], pa.string()),
+                         **{f.name: pa.array([], f.type) for f in schema_for(POLICY_RESULTS).field(
+                             "items").type.value_type}})
+    lists = results.column("items").combine_chunks()
+    parents = pc.list_parent_indices(lists)
+    flat = pc.list_flatten(lists)
+    out = {"cluster_name": pc.take(results.column("cluster_name"), parents),
+           "policy_id": pc.take(results.column("policy_id"), parents)}
+    out.update({f: flat.field(f) for f in ITEM_FIELDS})
+    return pa.table(out)
 
 
 def _row(poll_id: str, polled_at: datetime, cluster: str, r: PolicyResult, baseline: bool) -> dict[str, Any]:
@@ -67,10 +87,10 @@ def history_rows(poll_id: str, polled_at: datetime, cluster: str, previous: Stan
     return rows
 
 
-def snapshots_from_tables(results: pa.Table, items: pa.Table) -> dict[str, StandardsSnapshot]:
+def snapshots_from_tables(results: pa.Table) -> dict[str, StandardsSnapshot]:
     """The stored StandardsSnapshots per cluster (the engine's `since` baseline after a restart)."""
     by_pair: dict[tuple[str, str], list[PolicyItem]] = {}
-    for row in items.to_pylist():
+    for row in items_table(results).to_pylist():
         by_pair.setdefault((row["cluster_name"], row["policy_id"]), []).append(PolicyItem(
             kind=row["kind"], name=row["name"], outcome=row["outcome"], seen=row["seen"], wanted=row["wanted"] or "",
             reason=row["reason"] or "", count=int(row["count"] or 1), since=row["since"], waiver=row["waiver"]))
