@@ -176,11 +176,12 @@ def main() -> None:
     parser.add_argument("--lab-clusters", type=int, default=0,
                         help="also time real poll cycles against a lab fleet of this many clusters (0: skip)")
     parser.add_argument("--lab-topics", type=int, default=2000)
+    parser.add_argument("--workdir", default=None, help="where the lakes and the policy file go (default: a temp dir)")
     parser.add_argument("--findings", type=float, default=0.02,
                         help="share of the topics that break each topic policy (default 0.02; 0.33 for a fleet "
                              "where a third of the topics break them)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="standards-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="standards-bench-", dir=args.workdir))
     try:
         (work / "policies.toml").write_text(policy_file())
         assert len(parse_policies(policy_file()).policies) == 50
@@ -256,6 +257,7 @@ def lab_cycles(work: Path, clusters: int, topics: int, rounds: int) -> None:
     import subprocess
     import sys
 
+    from backend.collect.configs import ConfigCollector
     from backend.collect.poller import poll_fleet
     from backend.config import parse_fleet
     from backend.kafka.admin import AdminClientCache
@@ -283,6 +285,7 @@ def lab_cycles(work: Path, clusters: int, topics: int, rounds: int) -> None:
         fleet = parse_fleet("[settings]\nrequest_timeout_s = 60\npoll_deadline_s = 120\ngroup_interval_s = 0\n\n"
                             + fleet_file.read_text(), source=str(fleet_file))
         clients = AdminClientCache()
+        configs = ConfigCollector()  # one per run, as run_poller keeps it: configs read when due (config_interval_s)
         writers = {k: FleetWriter(Lake(work / f"lab-lake-{k}")) for k in ("plain", "with")}
         engine = StandardsEngine(work / "policies.toml", str(work / "lab-lake-with"))
         previous: dict[str, ClusterSnapshot] = {}
@@ -290,7 +293,7 @@ def lab_cycles(work: Path, clusters: int, topics: int, rounds: int) -> None:
         for r in range(rounds * 2 + 2):
             kind = ("plain", "with")[r % 2]
             began = time.perf_counter()
-            polled = poll_fleet(fleet, previous, clients=clients)
+            polled = poll_fleet(fleet, previous, clients=clients, configs=configs)
             if kind == "with":
                 engine.evaluate(polled)
             writers[kind].write(polled)

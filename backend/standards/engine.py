@@ -377,10 +377,11 @@ class StandardsEngine:
                 index = {t.topic: t for t in s.topics}
                 with_overrides.update({n: index.get(n) for n in moved})
         view.topics_ref, view.overrides_ref = s.topics, overrides
-        brokers_changed = view.brokers_ref is not brokers or view.context is None
+        # A new read of the configs is a new object; topics inherit from the brokers only when their values changed.
+        brokers_changed = view.context is None or (view.brokers_ref is not brokers and view.brokers_ref != brokers)
         if brokers_changed:
-            view.brokers_ref = brokers
             view.context = ev.TopicContext(configs)
+        view.brokers_ref = brokers
         return view, changed, brokers_changed, with_overrides
 
     def _topic_raw(self, policy: Policy, s: ClusterSnapshot, memo: _Memo,

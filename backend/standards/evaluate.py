@@ -8,6 +8,7 @@ guessed version range across the floor) is `unknown` with its reason, never a pa
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -206,6 +207,12 @@ def _shown_values(values: Mapping[str, list[int]], override: bool) -> str:
     return "; ".join(f"{v} on broker(s) {', '.join(map(str, ids))}" for v, ids in values.items()) + " (inherited)"
 
 
+@functools.lru_cache(maxsize=65_536)
+def _passes(req: Requirement, key: str, value: str | None, is_set: bool, rf: int | None) -> tuple[bool, str]:
+    """A requirement's verdict on one value (topics share few distinct values: judged once each)."""
+    return req.test(key, value, is_set=is_set, rf=rf)
+
+
 def judge_topic(policy: Policy, topic: TopicSnapshot, overrides: Mapping[str, ConfigValue] | None,
                 ctx: TopicContext) -> object:
     """SKIP (not selected), None (passes) or a PolicyItem for one topic of a topic_config / topic_shape policy."""
@@ -227,7 +234,7 @@ def judge_topic(policy: Policy, topic: TopicSnapshot, overrides: Mapping[str, Co
             seen = getattr(topic, field_name)
             if seen <= 0:
                 return _item("topic", topic.topic, "unknown", None, policy.wanted_text, f"{field_name} not known")
-            ok, why = req.test(field_name, seen)
+            ok, why = _passes(req, field_name, str(seen), True, None)
             if not ok:
                 problems.append((f"{field_name} = {seen}", f"{field_name} = {seen}: {why}"))
         if not problems:
@@ -241,7 +248,7 @@ def judge_topic(policy: Policy, topic: TopicSnapshot, overrides: Mapping[str, Co
     rf = topic.replication_factor if topic.replication_factor > 0 else None
     failing = []
     for value, brokers in values.items():
-        ok, reason = req.test(key, value, is_set=override, rf=rf)
+        ok, reason = _passes(req, key, value, override, rf)
         if not ok:
             failing.append((value, brokers, reason))
     if not failing:
@@ -259,11 +266,11 @@ def _condition(field_name: str, cond: Requirement, topic: TopicSnapshot,
         seen = getattr(topic, field_name)
         if seen <= 0:
             return f"{field_name} not known"
-        return True if cond.test(field_name, seen)[0] else SKIP
+        return True if _passes(cond, field_name, str(seen), True, None)[0] else SKIP
     values, override, why = _topic_value(field_name, topic.topic, overrides, ctx)
     if values is None:
         return f"cannot tell whether {field_name} applies: {why}"
-    results = {cond.test(field_name, v, is_set=override)[0] for v in values}
+    results = {_passes(cond, field_name, v, override, None)[0] for v in values}
     if results == {True}:
         return True
     if results == {False}:
