@@ -187,3 +187,21 @@ def test_results_history_and_incidents_through_the_lake_writer(tmp_path: Path) -
     later = poll_of(state, NOW + timedelta(hours=1))
     fresh.evaluate(later)
     assert {i.name: i.since for i in later.cluster("c0").standards.results["rf"].items} == first_seen
+
+
+def test_a_new_read_of_unchanged_configs_judges_nothing_again(tmp_path: Path) -> None:
+    """A config read builds new objects; equal broker configs and overrides leave every topic's outcome as it was."""
+    path = tmp_path / "policies.toml"
+    path.write_text(policy_text(NOW + timedelta(days=1)))
+    engine = StandardsEngine(path)
+    state = fleet(3, 100, NOW)
+    engine.evaluate(poll_of(state, NOW))
+    judged = engine.topics_judged
+    reread = {name: replace(s, configs=ConfigSnapshot(NOW + timedelta(minutes=10),
+                                                      {b: dict(e) for b, e in s.configs.brokers.items()},
+                                                      {t: dict(o) for t, o in s.configs.topics.items()}))
+              for name, s in state.items()}
+    poll = poll_of(reread, NOW + timedelta(minutes=10))
+    engine.evaluate(poll)
+    assert engine.topics_judged == judged
+    assert poll.cluster("c0").standards.results["min-isr"].status == "pass"
