@@ -115,7 +115,7 @@ class NamePatterns:
         inc, exc = self._compiled
         if inc and not any(p.search(name) for p in inc):
             return False
-        return not any(p.search(name) for p in exc)
+        return not exc or not any(p.search(name) for p in exc)
 
     def text(self) -> str:
         """The patterns in words ('' when they select every name)."""

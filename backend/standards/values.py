@@ -71,7 +71,7 @@ def shown(value: object) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: a memo key of the verdict per value
 class Requirement:
     """What a value must be: equals / not_equals / one_of / not_one_of / min / max / unset (any combination)."""
 
