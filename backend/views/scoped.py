@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from backend.auth.scope import Scope, scope_for
-from backend.store import group_readers
+from backend.store import group_readers, readers
 from backend.views import config_views, fleet_views, frames, readiness
 
 T = TypeVar("T")
@@ -153,6 +153,14 @@ class ScopedLake:
             return self.by_name(frames.changes(self.location, cluster))
 
         return self._once(("change_log", cluster), build)
+
+    def topic_id_changes(self, cluster: str) -> pd.DataFrame:
+        """Topics of one visible cluster deleted and created again under the same name (old and new topic ids)."""
+        def build() -> pd.DataFrame:
+            frame = readers.topic_id_changes(self.location, cluster)
+            return frame.iloc[0:0] if not self.seen.may_view(cluster) else frame
+
+        return self._once(("recreated", cluster), build)
 
     def zk_nodes(self, cluster: str) -> pd.DataFrame:
         """ZooKeeper nodes (path, value) of the cluster's newest poll that read any."""
