@@ -72,7 +72,7 @@ def _matches(header: str | None, tag: str) -> bool:
 def respond(request: Request, body: bytes, media_type: str = "application/json") -> Response:
     """200 with an ETag, or 304 when If-None-Match holds it; private caching (the answer depends on the token)."""
     tag = etag_of(body)
-    headers = {"ETag": tag, "Cache-Control": "private, no-cache", "Vary": "Authorization, Accept-Encoding"}
+    headers = {"ETag": tag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
     if _matches(request.headers.get("if-none-match"), tag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type=media_type, headers=headers)

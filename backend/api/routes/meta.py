@@ -14,7 +14,7 @@ from backend.api.common import RESPONSES, caller, model_response
 router = APIRouter(tags=["meta"], responses=RESPONSES)
 
 
-@router.get("/", response_model=m.Index, summary="The API's entry point")
+@router.get("", response_model=m.Index, summary="The API's entry point")
 def index(request: Request) -> Response:
     """Where the OpenAPI document, the docs page and the MCP endpoint are."""
     base = str(request.base_url).rstrip("/")
