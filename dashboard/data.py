@@ -19,7 +19,7 @@ from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
 from backend.views import fleet_views, frames, lakes, readiness
 from backend.views.scoped import ScopedLake
-from dashboard import auth
+from dashboard import audit, auth
 
 Visible = tuple[str, ...] | None
 
@@ -106,6 +106,17 @@ def scoped_lake(location: str) -> ScopedLake:
 def may_view(location: str, cluster: str) -> bool:
     """Whether this session may view the cluster (says nothing about whether it exists)."""
     return scope(location).may_view(cluster)
+
+
+def audit_refusal(action: str, cluster: str) -> None:
+    """The audit record of a page asked for a cluster this session may not view (once per session and cluster)."""
+    seen = st.session_state.setdefault("_fleetview_audit_refused", set())
+    if (action, cluster) in seen:
+        return
+    seen.add((action, cluster))
+    fleet, _ = auth.policy()
+    audit.write(fleet, auth.person(), "refusal", action, outcome="not_found", clusters=[cluster],
+                params={"cluster": cluster})
 
 
 def restricted() -> bool:

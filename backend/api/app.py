@@ -205,7 +205,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     from backend.api.mcp_tools import build_mcp
 
     state = ApiState(settings)
-    mcp_app = build_mcp(state).streamable_http_app(
+    mcp_app = build_mcp(state.lakes).streamable_http_app(
         streamable_http_path=MCP_PATH, json_response=True, stateless_http=True, host=settings.address)
 
     @contextlib.asynccontextmanager

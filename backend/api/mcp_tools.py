@@ -7,31 +7,29 @@ ScopedLake and backend.api.queries, exactly as the HTTP endpoints do. Read-only:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from backend.api import queries as q
+from backend.api.access import ScopedLakes
 from backend.api.paging import Order, page_of
 from backend.views import group_views
 from backend.views.scoped import ScopedLake
 
-if TYPE_CHECKING:
-    from backend.api.app import ApiState
-
-READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_ROWS = 200
 
 
-def _context(state: ApiState, ctx: Context[Any, Any], tool: str, arguments: dict[str, Any]) -> ScopedLake:
+def _context(state: ScopedLakes, ctx: Context[Any, Any], tool: str, arguments: dict[str, Any]) -> ScopedLake:
     request = ctx.request_context.request
     if request is None or not hasattr(request.state, "caller"):
         raise ToolError("no caller: the MCP tools answer only through the API's /mcp endpoint")
     request.state.audit_action = f"tool {tool}"
     request.state.audit_params = {k: v for k, v in arguments.items() if v not in (None, "", [])}
-    return state.lakes.for_caller(request.state.caller)  # type: ignore[no-any-return]
+    return state.for_caller(request.state.caller)  # type: ignore[no-any-return]
 
 
 def _touch(ctx: Context[Any, Any], clusters: list[str]) -> None:
@@ -45,7 +43,7 @@ def _hidden(exc: q.NotFound) -> ToolError:
     return ToolError(f"no {exc.what} visible to you")
 
 
-def build_mcp(state: ApiState) -> MCPServer[Any]:
+def build_mcp(state: ScopedLakes) -> MCPServer[Any]:
     """The MCP server and its read-only tools over `state`'s readers."""
     server: MCPServer[Any] = MCPServer(
         name="fleetview", title="Kafka fleet view",

@@ -38,7 +38,7 @@ def value(x: Any) -> Any:
         return None
     if isinstance(x, list | tuple | dict):
         return x
-    if hasattr(x, "tolist") and not isinstance(x, pd.Timestamp) and getattr(x, "ndim", 0):
+    if hasattr(x, "tolist") and not isinstance(x, pd.Timestamp) and bool(getattr(x, "ndim", False)):
         return x.tolist()
     try:
         if pd.isna(x):
@@ -386,6 +386,7 @@ def readiness_for(sl: ScopedLake, target: str | None, clusters: Sequence[str] = 
             reasons=str(v["reasons"] or ""),
             checklist=[m.ReadinessItem(item=str(i["item"]), status=str(i["status"]),  # type: ignore[arg-type]
                                        detail=str(i["detail"] or "")) for _, i in items.iterrows()],
-            instances=[m.ReadinessInstance(**{**{k: _str(i.get(k)) for k in m.ReadinessInstance.model_fields},
-                                                 "item": str(i.get("item") or "")}) for _, i in inst.iterrows()]))
+            instances=[m.ReadinessInstance.model_validate(
+                {**{k: _str(i.get(k)) for k in m.ReadinessInstance.model_fields}, "item": str(i.get("item") or "")})
+                for _, i in inst.iterrows()]))
     return out

@@ -151,7 +151,7 @@ class TokenVerifier:
         claims = dict(decoded.claims)
         registry = jwt.JWTClaimsRegistry(
             now=lambda: int(self._now()), leeway=self.leeway_s,
-            iss={"essential": True, "value": self._issuer},
+            iss={"essential": True, "value": self._issuer or ""},
             aud={"essential": True, "value": self.provider.audience},
             exp={"essential": True},
         )
