@@ -172,18 +172,19 @@ class TokenVerifier:
 
 def _claim_reason(exc: JoseError) -> str:
     name = type(exc).__name__
+    claim = str(getattr(exc, "claim", "") or "")
     text = str(getattr(exc, "description", "") or exc)
-    if name == "ExpiredTokenError":
+    if name == "ExpiredTokenError" or "expired" in text.lower():
         return "the token has expired"
-    if "aud" in text:
+    if claim == "aud" or "'aud'" in text:
         return "the token is not for this API (wrong audience)"
-    if "iss" in text:
+    if claim == "iss" or "'iss'" in text:
         return "the token comes from another issuer"
-    if "nbf" in text or "not valid yet" in text.lower():
+    if claim == "nbf" or "not yet valid" in text.lower():
         return "the token is not valid yet (nbf)"
-    if "exp" in text:
-        return "the token has no usable expiry"
-    return f"the token's claims are not accepted ({name})"
+    if claim == "exp" or "'exp'" in text:
+        return "the token has no usable expiry (exp)"
+    return f"the token's claims are not accepted ({name}: {claim or text[:80]})"
 
 
 def _http_json(url: str) -> Any:
