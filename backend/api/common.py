@@ -90,13 +90,30 @@ def list_response(request: Request, items: Sequence[BaseModel]) -> Response:
     return respond(request, body)
 
 
-def paged(request: Request, frame: pd.DataFrame, order: Order, build: Callable[[pd.Series], BaseModel], *,
-          limit: int, cursor: str | None, cluster_column: str | None = "cluster_name") -> Response:
-    """One page of a frame in a stable order, as a Page of models (ETag, 304)."""
+def paged(request: Request, frame: pd.DataFrame | Callable[[], pd.DataFrame], order: Order,
+          build: Callable[[pd.Series], BaseModel], *, limit: int, cursor: str | None,
+          cluster_column: str | None = "cluster_name", sl: ScopedLake | None = None) -> Response:
+    """One page of a frame in a stable order, as a Page of models (ETag, 304).
+
+    With `sl`, the answer is memoised in the caller's ScopedLake (which lives a few seconds and is shared by every
+    caller who sees the same clusters): the same query, cursor and all, is computed once per data generation."""
     sig = signature(request.url.path, dict(request.query_params.multi_items()))
-    page = page_of(frame, order, limit=limit, cursor=cursor, sig=sig)
-    items = [build(row) for _, row in page.rows.iterrows()]
-    if cluster_column and cluster_column in page.rows:
-        touched(request, page.rows[cluster_column].dropna().unique())
-    result = m.Page[Any](items=items, total=page.total, limit=limit, next_cursor=page.next_cursor)
-    return respond(request, result.model_dump_json().encode("utf-8"))
+
+    def compute() -> tuple[bytes, list[str]]:
+        rows = frame() if callable(frame) else frame
+        page = page_of(rows, order, limit=limit, cursor=cursor, sig=sig)
+        items = [build(row) for _, row in page.rows.iterrows()]
+        clusters = ([str(c) for c in page.rows[cluster_column].dropna().unique()]
+                    if cluster_column and cluster_column in page.rows else [])
+        result = m.Page[Any](items=items, total=page.total, limit=limit, next_cursor=page.next_cursor)
+        return result.model_dump_json().encode("utf-8"), clusters
+
+    key = ("api-page", request.url.path, tuple(sorted(request.query_params.multi_items())))
+    body, clusters = sl.once(key, compute) if sl is not None else compute()
+    touched(request, clusters)
+    return respond(request, body)
+
+
+def cached_body(request: Request, sl: ScopedLake, build: Callable[[], bytes]) -> bytes:
+    """An answer's body memoised in the caller's ScopedLake, by path and query."""
+    return sl.once(("api-body", request.url.path, tuple(sorted(request.query_params.multi_items()))), build)

@@ -61,8 +61,9 @@ class ScopedLake:
         """The visible cluster names (None: every cluster)."""
         return self.seen.names
 
-    def _once(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
-        """Build a value once per object; concurrent callers of the same key wait for the first."""
+    def once(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
+        """Build a value once per object; concurrent callers of the same key wait for the first (other doors
+        memoise their own derived values here too: the API its answers)."""
         if key in self._memo:
             return self._memo[key]  # type: ignore[no-any-return]
         with self._guard:
@@ -86,11 +87,11 @@ class ScopedLake:
 
     def cluster_history(self) -> pd.DataFrame:
         """Cluster rows with each cluster's last known id, oldest first (not the whole poll history on a v2 lake)."""
-        return self._once(("history",), lambda: self.by_name(frames.known_clusters(self.location)))
+        return self.once(("history",), lambda: self.by_name(frames.known_clusters(self.location)))
 
     def latest_clusters(self) -> pd.DataFrame:
         """Latest status row per visible cluster, with tag columns."""
-        return self._once(("clusters",), lambda: fleet_views.latest_clusters(
+        return self.once(("clusters",), lambda: fleet_views.latest_clusters(
             self.by_name(frames.latest_clusters(self.location))))
 
     def latest_brokers(self, cluster: str | None = None, with_data: bool = False) -> pd.DataFrame:
@@ -100,11 +101,11 @@ class ScopedLake:
                 return frames.latest_rows(self.location, "broker_snapshots", "", with_data=with_data).iloc[0:0]
             return self.by_name(frames.latest_rows(self.location, "broker_snapshots", cluster, with_data=with_data))
 
-        return self._once(("brokers", cluster, with_data), build)
+        return self.once(("brokers", cluster, with_data), build)
 
     def version_timeline(self) -> pd.DataFrame:
         """First sighting and every version change of every visible broker."""
-        return self._once(("timeline",), lambda: self.by_name(frames.version_timeline(self.location)))
+        return self.once(("timeline",), lambda: self.by_name(frames.version_timeline(self.location)))
 
     def latest_topics(self, cluster: str) -> pd.DataFrame:
         """Topic rows of one cluster's latest poll that had data (empty for a cluster outside the scope)."""
@@ -113,11 +114,11 @@ class ScopedLake:
                 return frames.latest_rows(self.location, "topic_snapshots", "", with_data=True).iloc[0:0]
             return frames.latest_rows(self.location, "topic_snapshots", cluster, with_data=True)
 
-        return self._once(("topics", cluster), build)
+        return self.once(("topics", cluster), build)
 
     def all_topics(self) -> pd.DataFrame:
         """Topic rows of every visible cluster's latest poll that had data."""
-        return self._once(("all_topics",), lambda: self.by_name(
+        return self.once(("all_topics",), lambda: self.by_name(
             frames.latest_rows(self.location, "topic_snapshots", with_data=True)))
 
     def latest_topics_of(self, clusters: Iterable[str]) -> pd.DataFrame:
@@ -128,7 +129,7 @@ class ScopedLake:
             frame = frames.latest_rows(self.location, "topic_snapshots", with_data=True)
             return frame.loc[frame["cluster_name"].isin(allowed), ["cluster_name", "topic", "topic_id"]]
 
-        return self._once(("topics_of", allowed), build)
+        return self.once(("topics_of", allowed), build)
 
     def recent_changes(self, cluster: str) -> pd.DataFrame:
         """Recent changes of one cluster: from the change log (v2 lake), else over its last HISTORY_POLLS polls."""
@@ -143,7 +144,7 @@ class ScopedLake:
             brokers = frames.read_snapshots(self.location, "broker_snapshots", polls, cluster)
             return fleet_views.recent_changes(topics, brokers, mine, cluster)
 
-        return self._once(("changes", cluster), build)
+        return self.once(("changes", cluster), build)
 
     def changes(self, cluster: str | None = None) -> pd.DataFrame:
         """The change log of the last 7 days of one visible cluster (None: of every visible cluster)."""
@@ -152,7 +153,7 @@ class ScopedLake:
                 return frames.changes(self.location, "").iloc[0:0]
             return self.by_name(frames.changes(self.location, cluster))
 
-        return self._once(("change_log", cluster), build)
+        return self.once(("change_log", cluster), build)
 
     def topic_id_changes(self, cluster: str) -> pd.DataFrame:
         """Topics of one visible cluster deleted and created again under the same name (old and new topic ids)."""
@@ -160,7 +161,7 @@ class ScopedLake:
             frame = readers.topic_id_changes(self.location, cluster)
             return frame.iloc[0:0] if not self.seen.may_view(cluster) else frame
 
-        return self._once(("recreated", cluster), build)
+        return self.once(("recreated", cluster), build)
 
     def zk_nodes(self, cluster: str) -> pd.DataFrame:
         """ZooKeeper nodes (path, value) of the cluster's newest poll that read any."""
@@ -170,25 +171,25 @@ class ScopedLake:
             frame = self.by_name(frames.zk_nodes_last_seen(self.location, cluster))
             return frame[["path", "value"]].sort_values("path").reset_index(drop=True)
 
-        return self._once(("zk", cluster), build)
+        return self.once(("zk", cluster), build)
 
     # ------------------------------------------------------------------ broker and topic configs
 
     def broker_configs(self, clusters: Iterable[str]) -> pd.DataFrame:
         """Broker configs and topic overrides of the clusters asked for that may be viewed (their state files)."""
         allowed = self.allowed(clusters)
-        return self._once(("configs", allowed), lambda: self.by_name(frames.broker_configs(self.location, allowed)))
+        return self.once(("configs", allowed), lambda: self.by_name(frames.broker_configs(self.location, allowed)))
 
     def config_runs(self, clusters: Iterable[str]) -> pd.DataFrame:
         """When the configs of the clusters asked for (that may be viewed) were read, and what could not be."""
         allowed = self.allowed(clusters)
-        return self._once(("config_runs", allowed), lambda: self.by_name(frames.config_runs(self.location, allowed)))
+        return self.once(("config_runs", allowed), lambda: self.by_name(frames.config_runs(self.location, allowed)))
 
     # ------------------------------------------------------------------ incidents, results, alerts
 
     def fleet_alerts(self) -> pd.DataFrame:
         """All fleet alerts (incidents) of the visible clusters."""
-        return self._once(("alerts",), lambda: self.by_name(frames.fleet_alerts(self.location)))
+        return self.once(("alerts",), lambda: self.by_name(frames.fleet_alerts(self.location)))
 
     def scoped_result(self, name: str) -> pd.DataFrame:
         """One results table as stored, rows of the cluster ids this caller may see (no names added)."""
@@ -202,7 +203,7 @@ class ScopedLake:
                 return self.seen.by_id(frame, "cluster_a", "cluster_b")
             return self.seen.by_id(frame, "cluster_id") if "cluster_id" in frame else frame.iloc[0:0]
 
-        return self._once(("scoped_result", name), build)
+        return self.once(("scoped_result", name), build)
 
     def result(self, name: str) -> pd.DataFrame:
         """One results table, sensitive keys removed, with a readable cluster column (visible ids only)."""
@@ -214,21 +215,21 @@ class ScopedLake:
                 frame = config_views.name_drift(frame, self.cluster_names())
             return frame.reset_index(drop=True)
 
-        return self._once(("result", name), build)
+        return self.once(("result", name), build)
 
     def cluster_names(self) -> dict[str, str]:
         """Cluster id -> cluster name ('a / b (same cluster id)' where visible clusters share an id)."""
-        return self._once(("names",), lambda: config_views.id_to_name(
+        return self.once(("names",), lambda: config_views.id_to_name(
             self.cluster_history(), list(self.latest_clusters()["cluster_name"])))
 
     def id_collisions(self) -> dict[str, list[str]]:
         """Cluster ids that two or more visible clusters report, with their names."""
-        return self._once(("collisions",), lambda: config_views.id_collisions(
+        return self.once(("collisions",), lambda: config_views.id_collisions(
             self.cluster_history(), list(self.latest_clusters()["cluster_name"])))
 
     def all_alerts(self) -> pd.DataFrame:
         """Fleet incidents and client-config alerts in one table."""
-        return self._once(("all_alerts",), lambda: config_views.unified_alerts(
+        return self.once(("all_alerts",), lambda: config_views.unified_alerts(
             self.fleet_alerts(), self.scoped_result("config_alerts"), self.cluster_names()))
 
     # ------------------------------------------------------------------ consumer groups
@@ -238,24 +239,24 @@ class ScopedLake:
 
     def groups(self) -> pd.DataFrame:
         """Every group of the visible clusters (one state file per cluster)."""
-        return self._once(("groups",), lambda: self.by_name(
+        return self.once(("groups",), lambda: self.by_name(
             group_readers.read_groups(self.location, self._allowed_or_all())))
 
     def group_members(self, clusters: Iterable[str]) -> pd.DataFrame:
         """The members of the groups of the clusters asked for that may be viewed."""
         allowed = self.allowed(clusters)
-        return self._once(("members", allowed), lambda: self.by_name(
+        return self.once(("members", allowed), lambda: self.by_name(
             group_readers.group_members(self.location, list(allowed))))
 
     def group_offsets(self, clusters: Iterable[str]) -> pd.DataFrame:
         """Committed and end offsets and lag per partition of the groups of the clusters asked for (viewable)."""
         allowed = self.allowed(clusters)
-        return self._once(("offsets", allowed), lambda: self.by_name(
+        return self.once(("offsets", allowed), lambda: self.by_name(
             group_readers.group_offsets(self.location, list(allowed))))
 
     def group_runs(self) -> pd.DataFrame:
         """The last read of each visible cluster's groups."""
-        return self._once(("group_runs",), lambda: self.by_name(
+        return self.once(("group_runs",), lambda: self.by_name(
             group_readers.group_runs(self.location, self._allowed_or_all())))
 
     def group_changes(self, cluster: str) -> pd.DataFrame:
@@ -264,7 +265,7 @@ class ScopedLake:
             changes = self.changes(cluster)
             return changes[changes["entity"] == "group"].reset_index(drop=True) if not changes.empty else changes
 
-        return self._once(("group_changes", cluster), build)
+        return self.once(("group_changes", cluster), build)
 
     def consumer_groups(self) -> tuple[pd.DataFrame | None, frozenset[str]]:
         """(groups, clusters whose groups were read); (None, ∅) while no visible cluster's groups were ever read."""
@@ -282,7 +283,7 @@ class ScopedLake:
             return (self.by_name(frames.inventory_rows(self.location, names)),
                     self.by_name(frames.inventory_runs(self.location, names)))
 
-        return self._once(("inventory",), build)
+        return self.once(("inventory",), build)
 
     def readiness(self, target: str) -> readiness.Readiness:
         """Readiness of every visible cluster for the target release (backend.views.readiness)."""
@@ -297,4 +298,4 @@ class ScopedLake:
                                        default_share=defaults, distributions=dist, client_versions=versions,
                                        alerts=alerts, groups=groups, groups_read=groups_read, target=target)
 
-        return self._once(("readiness", target), build)
+        return self.once(("readiness", target), build)

@@ -25,9 +25,9 @@ ClientType = Annotated[str, Query(max_length=40, description="producer, consumer
 def list_clients(request: Request, sl: Annotated[ScopedLake, Depends(scoped)], cluster: Clusters = [],  # noqa: B006
                  limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Connections by client software and version (KIP-511) per cluster, with what Kafka 4.x says of it."""
-    frame = q.client_software(sl, cluster)
-    return paged(request, frame, Order(("cluster_name", "software_name", "software_version")), q.software_model,
-                 limit=limit, cursor=cursor)
+    return paged(request, lambda: q.client_software(sl, cluster),
+                 Order(("cluster_name", "software_name", "software_version")), q.software_model, limit=limit,
+                 cursor=cursor, sl=sl)
 
 
 @router.get("/client-configs/distributions", response_model=m.Page[m.Distribution],
@@ -36,15 +36,15 @@ def list_distributions(request: Request, sl: Annotated[ScopedLake, Depends(scope
                        key: Key = "", client_type: ClientType = "", limit: Limit = DEFAULT_LIMIT,
                        cursor: Cursor = None) -> Response:
     """How each key's values are spread over a cluster's client instances (sensitive keys never appear)."""
-    frame = q.distributions(sl, clusters=cluster, key=key, client_type=client_type)
-    return paged(request, frame, Order(("cluster", "client_type", "key", "value")), q.distribution_model,
-                 limit=limit, cursor=cursor, cluster_column="cluster")
+    return paged(request, lambda: q.distributions(sl, clusters=cluster, key=key, client_type=client_type),
+                 Order(("cluster", "client_type", "key", "value")), q.distribution_model, limit=limit, cursor=cursor,
+                 cluster_column="cluster", sl=sl)
 
 
 @router.get("/client-configs/drift", response_model=m.Page[m.Drift], summary="Client config drift between clusters")
 def list_drift(request: Request, sl: Annotated[ScopedLake, Depends(scoped)], key: Key = "",
                client_type: ClientType = "", limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Per key and pair of clusters the caller sees both of, the total variation distance, largest first."""
-    frame = q.drift(sl, key=key, client_type=client_type)
-    return paged(request, frame, Order(("tvd", "client_type", "key", "cluster_a", "cluster_b"), (True,)),
-                 q.drift_model, limit=limit, cursor=cursor, cluster_column="cluster_a_name")
+    return paged(request, lambda: q.drift(sl, key=key, client_type=client_type),
+                 Order(("tvd", "client_type", "key", "cluster_a", "cluster_b"), (True,)), q.drift_model, limit=limit,
+                 cursor=cursor, cluster_column="cluster_a_name", sl=sl)

@@ -25,9 +25,8 @@ def list_clusters(request: Request, sl: Annotated[ScopedLake, Depends(scoped)], 
                   cluster: Names = [], status: Annotated[list[str], Query(description="ok, degraded, down, ...")] = [],  # noqa: B006
                   limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Both KIP-78 ids, status, tags, broker count, mode (ZooKeeper/KRaft) and versions, by cluster name."""
-    frame = q.clusters_frame(sl, tags=tag, names=cluster, statuses=status)
-    return paged(request, frame, Order(("cluster_name",)), lambda row: q.cluster_model(sl, row), limit=limit,
-                 cursor=cursor)
+    return paged(request, lambda: q.clusters_frame(sl, tags=tag, names=cluster, statuses=status),
+                 Order(("cluster_name",)), lambda row: q.cluster_model(sl, row), limit=limit, cursor=cursor, sl=sl)
 
 
 @router.get("/clusters/{cluster}", response_model=m.Cluster, responses=NOT_FOUND, summary="One cluster")

@@ -31,9 +31,9 @@ def list_groups(request: Request, sl: Annotated[ScopedLake, Depends(scoped)],
                 tag: Annotated[list[str], Query(description="tag selector key=value of the cluster")] = [],  # noqa: B006
                 limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Groups that pass the filters, by cluster and group id, with lag and their status's evidence."""
-    frame = q.groups_frame(sl, clusters=cluster, statuses=status, types=type, states=state, topic=topic,
-                           search=search, tags=tag)
-    return paged(request, frame, Order(("cluster_name", "group_id")), q.group_model, limit=limit, cursor=cursor)
+    return paged(request, lambda: q.groups_frame(sl, clusters=cluster, statuses=status, types=type, states=state,
+                                                 topic=topic, search=search, tags=tag),
+                 Order(("cluster_name", "group_id")), q.group_model, limit=limit, cursor=cursor, sl=sl)
 
 
 @router.get("/clusters/{cluster}/groups/{group:path}", response_model=m.GroupDetail, responses=NOT_FOUND,

@@ -28,6 +28,7 @@ def list_incidents(request: Request, sl: Annotated[ScopedLake, Depends(scoped)],
                    rule: Annotated[list[str], Query(description="rule ids")] = [],  # noqa: B006
                    limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """What the Alerts page shows: open ones, and resolved ones (since a time), with the latest evidence."""
-    frame = q.incidents(sl, state=state, clusters=cluster, since=since, severities=severity, rules=rule)
-    return paged(request, frame, Order(("since", "rule", "cluster", "subject", "state")), q.incident_model,
-                 limit=limit, cursor=cursor, cluster_column="cluster")
+    return paged(request, lambda: q.incidents(sl, state=state, clusters=cluster, since=since, severities=severity,
+                                              rules=rule),
+                 Order(("since", "rule", "cluster", "subject", "state")), q.incident_model, limit=limit, cursor=cursor,
+                 cluster_column="cluster", sl=sl)

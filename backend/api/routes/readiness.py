@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from backend.api import models as m
 from backend.api import queries as q
-from backend.api.common import NOT_FOUND, RESPONSES, list_response, scoped
+from backend.api.common import NOT_FOUND, RESPONSES, cached_body, respond, scoped
 from backend.views.scoped import ScopedLake
 
 router = APIRouter(tags=["readiness"], responses=RESPONSES)
@@ -23,6 +23,7 @@ def get_readiness(request: Request, sl: Annotated[ScopedLake, Depends(scoped)],
                   ) -> Response:
     """Per cluster: ready, blocked or unverified, the checklist behind it (pass, fail, warn, unknown: never 'ready'
     by omission) and the client instances to chase."""
-    result = q.readiness_for(sl, target, cluster)
+    result = sl.once(("api-readiness", target, tuple(cluster)), lambda: q.readiness_for(sl, target, cluster))
     request.state.clusters = [r.cluster for r in result][:50]
-    return list_response(request, result)
+    body = cached_body(request, sl, lambda: b"[" + b",".join(r.model_dump_json().encode() for r in result) + b"]")
+    return respond(request, body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import pandas as pd
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
@@ -27,12 +28,14 @@ def list_topics(request: Request, sl: Annotated[ScopedLake, Depends(scoped)], se
                 include_internal: bool = True, under_replicated: bool = False,
                 limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Every visible cluster's topics that match, by cluster and name."""
-    frame = sl.all_topics()
-    if cluster or tag:
-        names = set(q.clusters_frame(sl, tags=tag, names=cluster)["cluster_name"])
-        frame = frame[frame["cluster_name"].isin(names)]
-    frame = q.filter_topics(frame, search, include_internal, under_replicated)
-    return paged(request, frame, ORDER, q.topic_model, limit=limit, cursor=cursor)
+    def matching() -> pd.DataFrame:
+        frame = sl.all_topics()
+        if cluster or tag:
+            names = set(q.clusters_frame(sl, tags=tag, names=cluster)["cluster_name"])
+            frame = frame[frame["cluster_name"].isin(names)]
+        return q.filter_topics(frame, search, include_internal, under_replicated)
+
+    return paged(request, matching, ORDER, q.topic_model, limit=limit, cursor=cursor, sl=sl)
 
 
 @router.get("/clusters/{cluster}/topics", response_model=m.Page[m.Topic], responses=NOT_FOUND,
@@ -42,8 +45,9 @@ def cluster_topics(request: Request, cluster: str, sl: Annotated[ScopedLake, Dep
                    limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Name, topic id, partitions, replication factor, under-replicated partitions, by name."""
     q.require_cluster(sl, cluster)
-    frame = q.filter_topics(sl.latest_topics(cluster), search, include_internal, under_replicated)
-    return paged(request, frame, ORDER, q.topic_model, limit=limit, cursor=cursor)
+    return paged(request, lambda: q.filter_topics(sl.latest_topics(cluster), search, include_internal,
+                                                  under_replicated), ORDER, q.topic_model, limit=limit, cursor=cursor,
+                 sl=sl)
 
 
 @router.get("/clusters/{cluster}/topics/{topic}", response_model=m.TopicDetail, responses=NOT_FOUND,
