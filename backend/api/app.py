@@ -278,6 +278,9 @@ def _document_problems(app: FastAPI) -> None:
         schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = m.Problem.model_json_schema()
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}
         schema["security"] = [{"bearer": []}]
+        for path in PUBLIC:  # the entry point answers without a token (it says nothing of the fleet)
+            for operation in schema.get("paths", {}).get(path, {}).values():
+                operation["security"] = []
         app.openapi_schema = schema
         return schema
 

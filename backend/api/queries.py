@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import pandas as pd
+from pydantic import StringConstraints
 
 from backend.api import models as m
 from backend.views import broker_config_views, fleet_views, group_views, incident_views, readiness
@@ -78,15 +80,21 @@ def require_cluster(sl: ScopedLake, name: str) -> pd.Series:
 # ------------------------------------------------------------------ clusters
 
 
+# A tag selector: a key (no '=' or '!'), then = or !=, then the value (anything, possibly empty).
+SELECTOR = r"^[^=!]+(!=|=)[\s\S]*$"
+_SELECTOR = re.compile(SELECTOR)
+Selector = Annotated[str, StringConstraints(pattern=SELECTOR, max_length=300)]
+
+
 def parse_selectors(selectors: Iterable[str]) -> list[tuple[str, str, bool]]:
     """Tag selectors `key=value` / `key!=value` -> (key, value, equal); raises Invalid for anything else."""
     out = []
     for text in selectors:
-        negate = "!=" in text
-        key, sep, val = text.partition("!=" if negate else "=")
-        if not sep or not key.strip() or len(text) > 300:
+        found = _SELECTOR.match(text)
+        if found is None or len(text) > 300:
             raise Invalid(f"tag selector {text[:60]!r}: write key=value or key!=value (e.g. env=prod)")
-        out.append((key.strip(), val.strip(), not negate))
+        key, _, value = text.partition(found.group(1))
+        out.append((key.strip(), value.strip(), found.group(1) == "="))
     return out
 
 
@@ -109,7 +117,7 @@ def clusters_frame(sl: ScopedLake, *, tags: Sequence[str] = (), names: Sequence[
         for _, row in frame.iterrows():
             mine = tags_of(row)
             keep.append(all((mine.get(k) == v) == equal for k, v, equal in selectors))
-        frame = frame[keep]
+        frame = frame[pd.Series(keep, index=frame.index, dtype=bool)]
     return frame
 
 

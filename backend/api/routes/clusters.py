@@ -16,7 +16,7 @@ from backend.views.scoped import ScopedLake
 router = APIRouter(tags=["clusters"], responses=RESPONSES)
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="items per page")]
 Cursor = Annotated[str | None, Query(max_length=4000, description="next_cursor of the previous page")]
-Tags = Annotated[list[str], Query(description="tag selector key=value or key!=value; every one must hold")]
+Tags = Annotated[list[q.Selector], Query(description="tag selector key=value or key!=value; every one must hold")]
 Names = Annotated[list[str], Query(description="cluster names (any of them)")]
 
 

@@ -28,7 +28,7 @@ def list_groups(request: Request, sl: Annotated[ScopedLake, Depends(scoped)],
                 state: Annotated[list[str], Query(description="Stable, Empty, ...")] = [],  # noqa: B006
                 topic: Annotated[str, Query(max_length=300, description="groups on this topic")] = "",
                 search: Annotated[str, Query(max_length=300, description="part of the group id")] = "",
-                tag: Annotated[list[str], Query(description="tag selector key=value of the cluster")] = [],  # noqa: B006
+                tag: Annotated[list[q.Selector], Query(description="tag selector key=value of the cluster")] = [],  # noqa: B006
                 limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Groups that pass the filters, by cluster and group id, with lag and their status's evidence."""
     return paged(request, lambda: q.groups_frame(sl, clusters=cluster, statuses=status, types=type, states=state,

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from backend.api import models as m
 from backend.api import queries as q
 from backend.api.common import NOT_FOUND, RESPONSES, cached_body, respond, scoped
+from backend.views import readiness
 from backend.views.scoped import ScopedLake
 
 router = APIRouter(tags=["readiness"], responses=RESPONSES)
@@ -18,7 +19,8 @@ router = APIRouter(tags=["readiness"], responses=RESPONSES)
 @router.get("/readiness", response_model=list[m.ClusterReadiness], responses=NOT_FOUND,
             summary="Upgrade readiness for a target release")
 def get_readiness(request: Request, sl: Annotated[ScopedLake, Depends(scoped)],
-                  target: Annotated[str | None, Query(max_length=20, description="e.g. 4.1 (default: newest 4.x)")] = None,
+                  target: Annotated[str | None, Query(max_length=20, description="e.g. 4.1 (default: newest 4.x)",
+                                                      json_schema_extra={"enum": readiness.known_targets()})] = None,
                   cluster: Annotated[list[str], Query(description="cluster names (default: every one)")] = []  # noqa: B006
                   ) -> Response:
     """Per cluster: ready, blocked or unverified, the checklist behind it (pass, fail, warn, unknown: never 'ready'

@@ -24,7 +24,7 @@ ORDER = Order(("cluster_name", "topic"))
 @router.get("/topics", response_model=m.Page[m.Topic], summary="Topics over the fleet")
 def list_topics(request: Request, sl: Annotated[ScopedLake, Depends(scoped)], search: Search = "",
                 cluster: Annotated[list[str], Query(description="cluster names (any of them)")] = [],  # noqa: B006
-                tag: Annotated[list[str], Query(description="tag selector key=value of the cluster")] = [],  # noqa: B006
+                tag: Annotated[list[q.Selector], Query(description="tag selector key=value of the cluster")] = [],  # noqa: B006
                 include_internal: bool = True, under_replicated: bool = False,
                 limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Every visible cluster's topics that match, by cluster and name."""
