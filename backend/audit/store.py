@@ -178,6 +178,9 @@ def _empty() -> pd.DataFrame:
 def read_audit(lake: str, directory: str | os.PathLike[str] | None = None, *, since: datetime | None = None,
                until: datetime | None = None) -> pd.DataFrame:
     """Audit records in [since, until) from the lake's table and the journals' unrolled lines, newest first."""
+    # The offsets first, then the table, then the journals past those offsets: a roll that lands between the reads
+    # shows a record twice (dropped below by its id), never zero times.
+    offsets = (load_state(parse_lake(lake), PROGRESS_AREA, PROGRESS_NAME).get("offsets") or {}) if directory else {}
     table = Lake(lake)
     days = table.days(AUDIT)
     if since is not None:
@@ -186,8 +189,6 @@ def read_audit(lake: str, directory: str | os.PathLike[str] | None = None, *, si
         days = [d for d in days if d <= until.astimezone(UTC).date().isoformat()]
     frames = [table.read(AUDIT, table.files(AUDIT, days)).to_pandas()] if days else []
     if directory is not None:
-        saved = load_state(parse_lake(lake), PROGRESS_AREA, PROGRESS_NAME)
-        offsets = saved.get("offsets") or {}
         rows: list[dict[str, Any]] = []
         for path in _journals(Path(directory)):
             offset = offsets.get(path.name, 0)

@@ -450,7 +450,7 @@ def test_a_scripted_session_leaves_exactly_its_audit_records(api_rig: ApiRig, br
     frame = session_records()
     ui = frame[frame["door"] == "ui"]
     assert set(ui["subject"][ui["kind"] != "refusal"]) == {"auditor@example.com"}
-    assert json.loads(ui[ui["kind"] == "refusal"]["clusters_json"].iloc[0]) == ["nowhere-cluster"]
+    assert json.loads(ui[ui["action"] == "page cluster"]["clusters_json"].iloc[0]) == ["nowhere-cluster"]
     api = frame[frame["door"] == "api"].sort_values("at")
     mine = api[api["action"].isin(["GET /api/v1/clusters", "GET /api/v1/clusters/edge-rp"])].tail(3)
     assert list(mine["kind"]) == ["api", "refusal", "refusal"]
