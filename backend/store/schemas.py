@@ -287,11 +287,37 @@ SCHEMAS[POLICY_STATUS] = pa.schema(
     ]
 )
 
+# The audit log (backend/audit): who did and read what, through which door, and what was refused. A day table of
+# its own: written by the service's audit compactor (never by the poller), with its own retention.
+AUDIT = "audit"
+SCHEMAS[AUDIT] = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("at", _TS),
+        ("kind", pa.string()),  # login / logout / view / operate / export / api / mcp / refusal
+        ("door", pa.string()),  # ui / api / mcp
+        ("action", pa.string()),  # page, endpoint ("GET /api/v1/clusters"), tool, job or export name
+        ("subject", pa.string()),  # who: the user (ID token) or the token's subject / client
+        ("groups_json", pa.string()),  # the groups the grants saw (JSON list)
+        ("client_address", pa.string()),
+        ("user_agent", pa.string()),
+        ("clusters_json", pa.string()),  # clusters touched (JSON list)
+        ("params_json", pa.string()),  # parameters, secrets removed (JSON object)
+        ("outcome", pa.string()),  # ok / unauthenticated / forbidden / not_found / rate_limited / invalid / error
+        ("status", pa.int32()),  # HTTP status where there is one
+        ("duration_ms", pa.float64()),
+        ("detail", pa.string()),
+        ("schema_version", pa.int32()),
+    ]
+)
+
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
 # Written by schema version 1 only; read by the migration and removed by retention.
 LEGACY_TABLES: tuple[str, ...] = (BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS)
 # Append-only day tables of version 2, compacted in the background.
 DAY_TABLES: tuple[str, ...] = (CLUSTER_SNAPSHOTS, CHANGES, INCIDENTS, POLICY_STATUS)
+# Day tables with a writer and retention of their own (the fleet's retention_days and the poller leave them alone).
+OWN_RETENTION_TABLES: tuple[str, ...] = (AUDIT,)
 # The current state of each cluster (one file per cluster per kind), with the v1 snapshot columns.
 STATE_TABLES: dict[str, str] = {
     "clusters": CLUSTER_SNAPSHOTS,
