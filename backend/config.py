@@ -433,6 +433,8 @@ class Settings(_Strict):
     client_metrics_window_s: float = Field(default=3_600.0, gt=0, le=30 * 86_400, allow_inf_nan=False)
     # An exporter page (or Prometheus answer) above this many bytes is refused.
     client_metrics_max_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
+    # The policy file (docs/standards.md), relative to the fleet file; unset: policies.toml beside it when present.
+    policies: str | None = Field(default=None, min_length=1, max_length=4096)
 
     @field_validator("lake_path")
     @classmethod

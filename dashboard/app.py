@@ -25,6 +25,7 @@ PAGES = (
     ("../pages/client_configs.py", "Client configs", ":material/tune:", "client_configs"),
     ("../pages/clients.py", "Clients", ":material/devices:", "clients"),
     ("../pages/upgrade.py", "Upgrade readiness", ":material/upgrade:", "upgrade"),
+    ("../pages/standards.py", "Standards", ":material/rule:", "standards"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),
     ("../pages/audit.py", "Audit", ":material/policy:", "audit"),  # holders of the audit grant only (pages())

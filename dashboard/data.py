@@ -17,7 +17,7 @@ import streamlit as st
 from backend.auth.scope import Scope
 from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
-from backend.views import fleet_views, frames, lakes, readiness
+from backend.views import fleet_views, frames, lakes, readiness, standards_views
 from backend.views.scoped import ScopedLake
 from dashboard import audit, auth
 
@@ -383,3 +383,27 @@ def _readiness(location: str, target: str, names: Visible) -> readiness.Readines
 def upgrade_readiness(location: str, target: str) -> readiness.Readiness:
     """Readiness of every cluster this session may view for the target release (backend.views.readiness)."""
     return _readiness(location, target, visible())
+
+
+# ---------------------------------------------------------------- standards (issue 39: policies per tag, waivers)
+# (through the session's ScopedLake: a cluster outside its grants is not shown or counted)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _standards(location: str, names: Visible) -> standards_views.Standards:
+    return _lake(location, names).standards()
+
+
+def standards(location: str) -> standards_views.Standards:
+    """The policies' results on the clusters this session may view, their findings, the policy file's state."""
+    return _standards(location, visible())
+
+
+@st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False, max_entries=16)
+def _standards_trend(location: str, days: int, names: Visible) -> pd.DataFrame:
+    return _lake(location, names).standards_trend(days)
+
+
+def standards_trend(location: str, days: int = standards_views.TREND_DAYS) -> pd.DataFrame:
+    """% passing per day (fleet, per cluster, per policy) over the visible clusters."""
+    return _standards_trend(location, days, visible())

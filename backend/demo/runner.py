@@ -20,6 +20,7 @@ from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
 from backend.store.location import parse_lake, resolve_lake
 
 REPO = Path(__file__).resolve().parents[2]
+POLICIES = REPO / "policies.example.toml"  # the standard the demo holds its lab fleet to (docs/standards.md)
 RECREATED_TOPIC = ("prod-eu", "payments")
 
 
@@ -134,6 +135,7 @@ def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir:
         # the lab's stalled group shows as stalled within a few minutes
         f"group_interval_s = {round(args.poll_interval * 0.9, 3)!r}",
         "group_window = 5",
+        f"policies = {json.dumps(str(POLICIES))}",
         "",
         "[service]",
         f"ui = {'false' if args.no_ui else 'true'}",
@@ -240,6 +242,8 @@ def _banner(supervisor: object, args: argparse.Namespace, lake: Path) -> None:
           f"{args.analyze_interval:.0f}s" + (f" (pid {analyze.child.pid})" if analyze else "") + f", logs in {logs}",
           flush=True)
     print(f"  lake: {lake}", flush=True)
+    print(f"  standards: {POLICIES.name}, judged every poll (Standards page; python -m backend check --policies "
+          f"{POLICIES.name} --lake {lake})", flush=True)
     print("Press Ctrl-C once to stop everything.", flush=True)
 
 

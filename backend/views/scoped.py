@@ -22,7 +22,7 @@ import pandas as pd
 
 from backend.auth.scope import Scope, scope_for
 from backend.store import group_readers, readers
-from backend.views import config_views, fleet_views, frames, readiness
+from backend.views import config_views, fleet_views, frames, readiness, standards_views
 
 T = TypeVar("T")
 Visible = tuple[str, ...] | None
@@ -299,3 +299,14 @@ class ScopedLake:
                                        alerts=alerts, groups=groups, groups_read=groups_read, target=target)
 
         return self.once(("readiness", target), build)
+
+    # ------------------------------------------------------------ standards (issue 39; backend.views.standards_views)
+
+    def standards(self) -> standards_views.Standards:
+        """The policies' results and findings on the visible clusters, the policy file's state and the waivers."""
+        return self.once(("standards",), lambda: standards_views.load(self.location, self.seen))
+
+    def standards_trend(self, days: int = standards_views.TREND_DAYS) -> pd.DataFrame:
+        """% passing per day (fleet, per visible cluster, per policy) over the last `days` days."""
+        return self.once(("standards_trend", days),
+                         lambda: standards_views.trend(self.location, self.seen, days=days))
