@@ -81,7 +81,7 @@ def build_mcp(state: ScopedLakes) -> MCPServer[Any]:
     def find_topic(ctx: Context[Any, Any], search: str) -> dict[str, Any]:
         """Topics across the fleet whose name holds `search` (or whose topic id starts with it), with their ids."""
         sl = _context(state, ctx, "find_topic", {"search": search})
-        frame = q.filter_topics(sl.all_topics(), search)
+        frame = q.filter_topics(sl.all_topics(), search, names=q.topic_names(sl) if search.strip() else None)
         page = page_of(frame, Order(("cluster_name", "topic")), limit=MAX_ROWS, cursor=None, sig="")
         topics = [q.topic_model(r).model_dump(mode="json") for _, r in page.rows.iterrows()]
         _touch(ctx, sorted({t["cluster"] for t in topics}))
