@@ -315,7 +315,8 @@ def _group_item(name: str, groups: pd.DataFrame | None, groups_read: Collection[
         return item, UNKNOWN, "consumer groups not read yet (group_interval_s, or reading them failed)"
     mine = groups[groups["cluster_name"] == name]
     live = mine[~mine["state"].fillna("").str.lower().isin(["dead"])]
-    classic = live[(live["group_type"] == "classic") & (live["protocol_type"].fillna("consumer").isin(["consumer", ""]))]
+    # classic groups of subscribing consumers; assign-only groups (protocol type "") use no rebalance protocol at all
+    classic = live[(live["group_type"] == "classic") & (live["protocol_type"].fillna("consumer") == "consumer")]
     unknown = live[live["group_type"].fillna("unknown") == "unknown"]
     if not classic.empty:
         ids = sorted(classic["group_id"].astype(str))
