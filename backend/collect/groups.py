@@ -36,7 +36,8 @@ MAX_TEXT_CHARS = 1_024  # client id, host, member id, instance id, rack, assigno
 API_NAMES = {P.API_LIST_GROUPS: "ListGroups", P.API_DESCRIBE_GROUPS: "DescribeGroups",
              P.API_CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe", P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
              P.API_OFFSET_FETCH: "OffsetFetch", P.API_LIST_OFFSETS: "ListOffsets",
-             P.API_FIND_COORDINATOR: "FindCoordinator", P.API_METADATA: "Metadata"}
+             P.API_FIND_COORDINATOR: "FindCoordinator", P.API_METADATA: "Metadata",
+             P.API_DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets"}
 
 
 log = logging.getLogger(__name__)
@@ -274,7 +275,8 @@ def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[Gro
         prior = by_key.get(key)
         member = assigned.get(key)
         reported = share_lags.get(key) if share_lags is not None and offset is not None else None
-        log_start = starts.get(key, prior.log_start if prior is not None else None) if offset is None else None
+        log_start = (starts.get(key, prior.log_start if prior is not None else None)
+                     if offset is None and kind == COMMITTED else None)
         if prior is None:
             end = ends.get(key)
             moved = True

@@ -873,7 +873,9 @@ def read_cluster_groups(brokers: Sequence[tuple[int, str, int]], *, security: pr
             done = out.committed.get(g.group_id) or {}
             for m in g.members:
                 wanted.update(m.assignment)
-                uncommitted.update(tp for tp in m.assignment if tp not in done)
+                if g.group_type != "share":  # a share partition not yet initialized starts where
+                    # share.auto.offset.reset says (latest by default): its records are not known to wait
+                    uncommitted.update(tp for tp in m.assignment if tp not in done)
         topics = sorted({t for t, _p in wanted})
         via = next((b for b in nodes.values() if b.conn is not None), None)
         leaders: dict[tuple[str, int], int] = {}

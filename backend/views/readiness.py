@@ -141,6 +141,13 @@ def _newest(broker: object) -> tuple[int, ...] | None:
     return _version(getattr(broker, "version_max", None))
 
 
+def _oldest(broker: object) -> tuple[int, ...] | None:
+    """The oldest version a broker row may run (its reported version, or the bottom of its guessed range)."""
+    if getattr(broker, "version_provenance", None) in ("reported", "zookeeper"):
+        return _version(getattr(broker, "software_version", None))
+    return _version(getattr(broker, "version_min", None))
+
+
 def _target_min_versions(target: str) -> dict[str, int]:
     """Request name -> the oldest version the target release serves (from the versions table)."""
     from backend.kafka.versions import api_name
@@ -236,7 +243,8 @@ def _client_items(name: str, run: pd.Series | None, rows: pd.DataFrame, brokers:
         why = f"the brokers' metrics could not be read: {run['message']}"
         if not in_use:
             return [("removed protocol versions", UNKNOWN, why), ("client software floor", UNKNOWN, why)]
-    on_4x = bool(newest) and all(v is not None and v >= KIP896_REMOVED_IN for v in newest)
+    oldest = [_oldest(b) for b in brokers.itertuples()] if not brokers.empty else []
+    on_4x = bool(oldest) and all(v is not None and v >= KIP896_REMOVED_IN for v in oldest)
     partial = run["status"] in ("partial", "error")
     kip896_ok = False
     if in_use:

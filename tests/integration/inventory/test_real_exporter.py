@@ -392,10 +392,11 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 @pytest.mark.slow
 def test_removed_versions_never_pass_without_a_proof_of_absence(broker: tuple[KafkaZkCluster, Exporter],
-                                                                 tmp_path: Path) -> None:
+                                                                 tmp_path: Path, prometheus_bin: str) -> None:
     """An old librdkafka (kcat, api.version.request=false) producing and consuming on the real 3.9.2 broker with the
     exporter agent: `fail` with the default rules; never `pass` with rules that drop DeprecatedRequestsPerSec, with an
-    exporter that cannot be read, or after a broker restart inside the window (then `unknown`, never `pass`)."""
+    exporter that cannot be read, or after a broker restart inside the window (then `unknown`, never `pass`); nor
+    through a real Prometheus whose scrape keeps only the KIP-511 series."""
     cluster, exporter = broker
     exporter.use("jmx-default")
     proxy = SwitchableProxy(exporter.url)
@@ -422,8 +423,38 @@ def test_removed_versions_never_pass_without_a_proof_of_absence(broker: tuple[Ka
         assert "DeprecatedRequestsPerSec" in _protocol(report)[1] and "exports_deprecated_requests" in _protocol(report)[1]
         assert any(c.software_name == "unknown" and c.connections for c in inventory.connections)  # still there
 
-        # 3. The default rules again, then the exporter's port closed: held, then `unknown`; never `pass`.
+        # 2b. A real Prometheus whose scrape keeps only the KIP-511 series (and each JVM's start): `unknown`.
         exporter.use("jmx-default")
+        prom_port = free_port()
+        (tmp_path / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kafka\n    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{exporter.port}']\n        labels: {{cluster: inv39}}\n"
+            "    metric_relabel_configs:\n      - source_labels: [__name__]\n"
+            "        regex: 'kafka_server_socket_server_metrics_connections|process_start_time_seconds'\n"
+            "        action: keep\n", encoding="utf-8")
+        with (tmp_path / "prometheus.log").open("wb") as out:
+            prometheus = subprocess.Popen([prometheus_bin, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                           f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                           f"--web.listen-address=127.0.0.1:{prom_port}"],
+                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            prom = f'prometheus = "http://127.0.0.1:{prom_port}"\nmatchers = \'job="kafka", cluster="inv39"\''
+            prom_collector = ClientMetricsCollector()
+
+            def scraped(_report: readiness.Readiness) -> bool:
+                read = prom_collector.last("inv39")
+                return read is not None and read.status == "ok"
+
+            report = _poll_until(scraped, _fleet(tmp_path, prom), cluster.bootstrap, tmp_path / "prom-lake",
+                                 prom_collector, never=passes)
+            inventory = prom_collector.last("inv39")
+            assert inventory is not None and inventory.kip896 == "not_exported" and inventory.connections
+            assert _protocol(report)[0] == "unknown"
+        finally:
+            prometheus.terminate()
+            prometheus.wait(timeout=20)
+
+        # 3. The default rules again, then the exporter's port closed: held, then `unknown`; never `pass`.
         _poll_until(lambda r: _protocol(r)[0] == "fail", _fleet(tmp_path, source), cluster.bootstrap, lake, collector,
                     never=passes)
         proxy.close()
