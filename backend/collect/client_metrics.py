@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from backend.collect.schedule import ClusterSchedule
 from backend.config import BrokerMetricsSource, ClusterConfig, Settings
 from backend.kafka.admin import NodeInfo
-from backend.kafka.broker_metrics import DIALECT_STRIMZI, DeprecatedSample, PageReading
+from backend.kafka.broker_metrics import DIALECT_STRIMZI, UNKNOWN, ConnectionSample, DeprecatedSample, PageReading
 from backend.kafka.client_floors import JAVA_NAMES
 from backend.kafka.metrics_fetch import (
     Endpoint,
@@ -38,6 +38,7 @@ DOC = "docs/client-inventory.md"
 # client that invents a new name per connection cannot grow the lake, the pages or /metrics without bound.
 MAX_SOFTWARE = 200
 OTHER = "(other)"
+EITHER = "either"  # a connection without a name on an inter-broker listener clients share: a broker's or a client's
 KIP511_RULE = ("kafka.server<type=socket-server-metrics, clientSoftwareName=(.+), clientSoftwareVersion=(.+), "
                "listener=(.+), networkProcessor=(.+)><>connections")
 KIP896_RULE = ("kafka.network<type=RequestMetrics, name=DeprecatedRequestsPerSec, request=(.+), version=(.+), "
@@ -153,15 +154,27 @@ class BrokerRoles:
                    inter_broker_listener=next(iter(sorted(inter)), "PLAINTEXT"),
                    broker_versions=frozenset(v for v in broker_versions if v))
 
-    def role(self, listener: str, software_name: str, software_version: str) -> str:
-        """`broker` for the brokers' own connections, else `client`."""
+    def role(self, listener: str, software_name: str, software_version: str, *, shared: bool = True) -> str:
+        """`broker` for the brokers' own connections, else `client`; `either` for a connection without a software
+        name on an inter-broker listener that clients share (`shared`): the brokers' replica fetchers send no name
+        (checked on 4.3.1), so such a connection may be theirs or an old client's."""
         upper = listener.upper()
         if upper in self.controller_listeners:
             return "broker"
-        if (upper == (self.inter_broker_listener or "").upper() and software_name in JAVA_NAMES
-                and software_version in self.broker_versions):
-            return "broker"
+        if upper == (self.inter_broker_listener or "").upper():
+            if not shared:
+                return "broker"  # a listener of the brokers' own: every connection on it is theirs
+            if software_name in JAVA_NAMES and software_version in self.broker_versions:
+                return "broker"
+            if software_name == UNKNOWN:
+                return EITHER
         return "client"
+
+    def shared_listeners(self, rows: Iterable[ConnectionSample]) -> set[str]:
+        """The listeners clients connect to: any with a named connection that is not the brokers' own (this
+        product's probe counts: it connects where clients do)."""
+        return {c.listener.upper() for c in rows
+                if c.software_name != UNKNOWN and self.role(c.listener, c.software_name, c.software_version) != "broker"}
 
 
 def _fold(source: BrokerMetricsSource, settings: Settings, brokers: Sequence[NodeInfo],
@@ -198,10 +211,12 @@ def _fold(source: BrokerMetricsSource, settings: Settings, brokers: Sequence[Nod
                 broker_of[where] = fixed
             elif where not in broker_of and _host_of(where) in by_host:
                 broker_of[where] = by_host[_host_of(where)]
+        shared = roles.shared_listeners(reading.connections)
         for c in reading.connections:
             connections.append(SoftwareConnections(
                 fixed if fixed is not None else broker_of.get(c.endpoint), c.endpoint, c.listener, c.software_name,
-                c.software_version, c.connections, role=roles.role(c.listener, c.software_name, c.software_version)))
+                c.software_version, c.connections,
+                role=roles.role(c.listener, c.software_name, c.software_version, shared=c.listener.upper() in shared)))
         for d in reading.deprecated:
             samples.append((fixed if fixed is not None else broker_of.get(d.endpoint), d))
     read_ok = [e for e, err in endpoints.items() if err is None]

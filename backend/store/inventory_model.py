@@ -11,8 +11,9 @@ INVENTORY_STATUSES = ("ok", "partial", "no_kip511", "error")
 # not_exported (no series: no client used a removed version since the brokers started, or the rules drop them; the
 # page cannot tell which), unavailable (nothing could be read).
 KIP896_STATUSES = ("reported", "none", "not_exported", "unavailable")
-# Whose connections a KIP-511 row counts: clients, or the brokers' own (controller and inter-broker connections).
-ROLES = ("client", "broker")
+# Whose connections a KIP-511 row counts: clients, the brokers' own (controller and inter-broker connections), or
+# either (no software name, on an inter-broker listener clients share: the brokers' replica fetchers send no name).
+ROLES = ("client", "broker", "either")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ class SoftwareConnections:
     # the last read that saw connections above zero: a client seen within the window is kept (with 0 connections)
     # until the window ends, even when its series went away (a broker restart, rules that changed)
     last_seen_at: datetime | None = None
-    role: str = "client"  # ROLES: the brokers' own controller / inter-broker connections are "broker"
+    role: str = "client"  # ROLES: the brokers' own controller / inter-broker connections are "broker"; "either": see ROLES
 
     def seen_within(self, at: datetime, window_s: float) -> bool:
         """Whether connections were seen within the window before `at`."""

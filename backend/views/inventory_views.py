@@ -28,15 +28,16 @@ def _floor(name: object, version: object) -> str:
 def software_by_cluster(rows: pd.DataFrame, *, role: str = "client") -> pd.DataFrame:
     """One row per (cluster, software, version): connections, brokers and listeners; present connections only.
 
-    `role`: "client" (the default) for the clients' connections, "broker" for the brokers' own (controller and
-    inter-broker listeners), "" for both.
+    `role`: "client" (the default) for the clients' connections (with the unnamed ones on an inter-broker listener
+    clients share, which may be the brokers' replica fetchers: role "either"), "broker" for the brokers' own
+    (controller and inter-broker listeners), "" for all.
     """
     columns = ["cluster_name", "software_name", "software_version", "connections", "brokers", "listeners", "floor",
                "this_product"]
     conn = rows[(rows["kind"] == "connections") & (rows["connections"].fillna(0) > 0)] if not rows.empty else rows
     if role and not conn.empty:
         roles = conn["role"].fillna("client") if "role" in conn else pd.Series("client", index=conn.index)
-        conn = conn[roles == role]
+        conn = conn[roles.isin([role, "either"] if role == "client" else [role])]
     if conn.empty:
         return pd.DataFrame(columns=columns)
     out = conn.groupby(["cluster_name", "software_name", "software_version"], dropna=False).agg(

@@ -218,10 +218,13 @@ def _client_items(name: str, run: pd.Series | None, rows: pd.DataFrame, brokers:
     if "role" in connections:
         connections = connections[connections["role"].fillna("client") != "broker"]
     recent = []
+    either = 0  # unnamed connections on an inter-broker listener clients share (maybe the brokers' replica fetchers)
     for c in connections.itertuples(index=False):
         seen_when = _time(getattr(c, "last_seen_at", None))
         if (c.connections or 0) > 0 or (seen_when is not None and seen_when >= since):
             recent.append((str(c.software_name), str(c.software_version), int(c.connections or 0)))
+            if getattr(c, "role", None) == "either":
+                either += int(c.connections or 0)
     below, unnamed, named = [], 0, 0
     unnamed_seen = False
     by_software: dict[tuple[str, str], int] = {}
@@ -264,7 +267,10 @@ def _client_items(name: str, run: pd.Series | None, rows: pd.DataFrame, brokers:
         elif unnamed_seen or below or partial:
             reasons: list[str] = []
             if unnamed_seen:
-                reasons.append(unnamed_text)
+                reasons.append(unnamed_text + (
+                    f" ({either} of them on an inter-broker listener that clients share: the brokers' own replica "
+                    "fetchers send no software name either (checked on 4.3.1), so they cannot be told apart there; "
+                    "a listener of the brokers' own would)" if either else ""))
             if below:
                 reasons.append("named clients below the software floor are connected")
             if partial:

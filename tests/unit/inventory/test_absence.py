@@ -253,7 +253,9 @@ def test_the_brokers_own_connections_are_told_apart() -> None:
     assert roles.role("CONTROLLER", "apache-kafka-java", "4.3.1") == "broker"
     assert roles.role("PLAINTEXT", "apache-kafka-java", "3.9.2") == "broker"
     assert roles.role("PLAINTEXT", "apache-kafka-java", "2.8.2") == "client"
-    assert roles.role("PLAINTEXT", "unknown", "unknown") == "client"
+    assert roles.role("PLAINTEXT", "unknown", "unknown") == "either"  # the inter-broker listener, shared
+    assert roles.role("PLAINTEXT", "unknown", "unknown", shared=False) == "broker"
+    assert roles.role("SSL", "unknown", "unknown") == "client"
 
     class V:
         def __init__(self, value: str) -> None:
@@ -287,3 +289,26 @@ def test_durations_read_as_people_say_them() -> None:
     assert fleet_views.duration_text(0.0333333 * 3600) == "2 min"
     assert [fleet_views.duration_text(s) for s in (6, 90, 3600, 5400, 86400 + 3600)] == \
         ["6 s", "1 min 30 s", "1 h", "1 h 30 min", "1 d 1 h"]
+
+
+def test_unnamed_connections_on_a_shared_inter_broker_listener_may_be_replica_fetchers() -> None:
+    """4.3.1's replica fetchers send no software name: on an inter-broker listener clients share they cannot be told
+    from an old client (role `either`, the item stays unknown and says why); on a listener of the brokers' own they
+    are the brokers' (role `broker`), and a 4.x cluster whose every client sent a name passes."""
+    four = pd.DataFrame({"cluster_name": ["c"], "broker_id": [0], "software_version": ["4.3.1"],
+                         "version_provenance": ["reported"], "version_min": [None], "version_max": [None]})
+    settings = Settings(client_metrics_window_s=WINDOW)
+    shared = _fold(source(), settings, BROKERS, [(0, read(page(count=None, unknown=1)))], {URL: None}, None, T0,
+                   BrokerRoles(broker_versions=frozenset({"4.3.1"})))
+    assert {c.role for c in shared.connections if c.software_name == "unknown" and c.listener == "PLAINTEXT"} == \
+        {"either"}
+    status, detail = protocol(shared, T0, four)
+    assert status == R.UNKNOWN and "replica fetchers" in detail
+    own = page(count=None, unknown=1).decode().replace(
+        'clientSoftwareName="unknown",clientSoftwareVersion="unknown",listener="PLAINTEXT"',
+        'clientSoftwareName="unknown",clientSoftwareVersion="unknown",listener="REPLICATION"')
+    dedicated = _fold(source(), settings, BROKERS, [(0, read(own.encode()))], {URL: None}, None, T0,
+                      BrokerRoles(inter_broker_listener="REPLICATION", broker_versions=frozenset({"4.3.1"})))
+    assert {c.role for c in dedicated.connections if c.listener == "REPLICATION"} == {"broker"}
+    status, detail = protocol(dedicated, T0, four)
+    assert status == R.PASS and "sent a software name" in detail
