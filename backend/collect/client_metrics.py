@@ -233,8 +233,9 @@ def _fold(source: BrokerMetricsSource, settings: Settings, brokers: Sequence[Nod
             failed[endpoint] = f"{endpoint}: no KIP-511 series on this page (the other brokers' pages have them)"
     listed = {n.broker_id for n in brokers}
     before = previous.baselines if previous is not None else {}
-    # What a baseline at an endpoint proves: the rules export KIP-896 there (series on its page, or the fleet file says so).
-    exported = kip896_at | (seen if source.exports_deprecated_requests else set())
+    # What a baseline proves: the rules export KIP-896 (a series on one broker's page shows it for the cluster, whose
+    # brokers run the same rules; or the fleet file says so), so a meter new at the next read is new use.
+    exported = seen if kip896_at or source.exports_deprecated_requests else set()
     connections = _held_connections(_bounded(connections), previous, seen, listed, at, window)
     deprecated = _deprecated(samples, previous, seen, started, listed, at, window)
     baselines = {e: Baseline(started.get(e), at, e in exported) for e in seen}
