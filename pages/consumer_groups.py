@@ -86,7 +86,7 @@ def list_view(location: str, groups: pd.DataFrame, clusters: list[str]) -> None:
             frame = group_views.export_frame(matched, data.group_offsets(location, names),
                                              data.group_members(location, names))
             st.download_button("CSV", safe_csv(frame), file_name="consumer-groups.csv", mime="text/csv",
-                               key="consumer_groups_csv", on_click="ignore")
+                               key="consumer_groups_csv", on_click=components.export_recorder("consumer-groups.csv", names))
 
     st.subheader("KIP-848 migration", help="Kafka 4.0 made the consumer rebalance protocol generally available; "
                  "group.protocol=consumer moves a group to it")

@@ -29,6 +29,7 @@ from backend.kafka.admin import (
 )
 from backend.kafka.admin_helpers import AdminHelpers
 from backend.kafka.zk import ZkView, read_zookeeper
+from backend.standards.engine import StandardsEngine
 from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, LakeError, new_poll_id
 from backend.store.model import (
@@ -586,6 +587,7 @@ def run_poller(
     client_metrics: ClientMetricsCollector | None = None,
     wake: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
+    standards: StandardsEngine | None = None,
 ) -> FleetPoll | None:
     """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention.
 
@@ -612,6 +614,9 @@ def run_poller(
     groups.client_configs = ClientGroupConfigs(lake.location)  # members' KIP-1324 configs per group (results)
     client_metrics = client_metrics or ClientMetricsCollector()  # the run's own too, for the same reason
     client_metrics.seed(writer.inventory)  # the stored inventories: the counts' baseline across a restart
+    # The fleet file's policies (docs/standards.md), judged each poll; a refused file keeps the last good one.
+    standards = standards or StandardsEngine.for_fleet(fleet, lake.location)
+    standards.seed(writer.standards)
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
@@ -619,6 +624,10 @@ def run_poller(
             on_start()
         last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs, groups=groups,
                           client_metrics=client_metrics)
+        try:
+            standards.evaluate(last)
+        except Exception:
+            log.exception("evaluating the policies of poll %s failed", last.poll_id)
         try:
             result = writer.write(last)
             for name, reason in result.degraded.items():

@@ -82,7 +82,9 @@ def filter_groups(groups: pd.DataFrame, *, clusters: list[str] | None = None, st
         frame = frame[frame["status"].isin(statuses)]
     if topic.strip():
         needle = topic.strip()
-        frame = frame[[needle in list(names) if names is not None else False for names in frame["topic_names"]]]
+        # A boolean Series (a plain list of no rows would select no columns instead of no rows).
+        frame = frame[pd.Series([needle in list(names) if names is not None else False for names in frame["topic_names"]],
+                                index=frame.index, dtype=bool)]
     if query.strip():
         needle = query.strip().lower()
         frame = frame[frame["group_id"].str.lower().str.contains(needle, regex=False)]

@@ -116,7 +116,20 @@ def _broker_items(cluster: pd.Series, brokers: pd.DataFrame, target: tuple[int, 
         versions = (UNKNOWN, _joined(unknowns))
     else:
         versions = (PASS, _joined(fine))
-    zk = bool(cluster.get("zk_cluster_id")) if isinstance(cluster.get("zk_cluster_id"), str) else False
+    found = cluster_mode(cluster.get("zk_cluster_id"), brokers)
+    if found == "zookeeper":
+        mode = (FAIL, "the cluster runs in ZooKeeper mode: migrate it to KRaft first (ZooKeeper mode is gone in 4.0; "
+                      "migrate on a 3.x bridge release, then upgrade)")
+    elif found == "kraft":
+        mode = (PASS, "KRaft mode")
+    else:
+        mode = (UNKNOWN, "the brokers' mode could not be told from their ApiVersions")
+    return [("broker versions", *versions), ("ZooKeeper mode", *mode)]
+
+
+def cluster_mode(zk_cluster_id: object, brokers: pd.DataFrame) -> str:
+    """"zookeeper" (an id in ZooKeeper, or a broker advertising ZooKeeper-only APIs), "kraft" (every broker's
+    ApiVersions says KRaft) or "unknown": the one reading of a cluster's mode (readiness, the API)."""
     families = set()
     for text in brokers.get("api_versions_json", pd.Series(dtype=object)).dropna():
         try:
@@ -124,14 +137,9 @@ def _broker_items(cluster: pd.Series, brokers: pd.DataFrame, target: tuple[int, 
         except (ValueError, TypeError, AttributeError, IndexError):
             continue
         families.add(detect_family(table))
-    if zk or "zk" in families:
-        mode = (FAIL, "the cluster runs in ZooKeeper mode: migrate it to KRaft first (ZooKeeper mode is gone in 4.0; "
-                      "migrate on a 3.x bridge release, then upgrade)")
-    elif families == {"kraft"}:
-        mode = (PASS, "KRaft mode")
-    else:
-        mode = (UNKNOWN, "the brokers' mode could not be told from their ApiVersions")
-    return [("broker versions", *versions), ("ZooKeeper mode", *mode)]
+    if (isinstance(zk_cluster_id, str) and zk_cluster_id) or "zk" in families:
+        return "zookeeper"
+    return "kraft" if families == {"kraft"} else "unknown"
 
 
 def _newest(broker: object) -> tuple[int, ...] | None:
