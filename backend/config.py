@@ -166,8 +166,9 @@ class BrokerMetricsSource(_Strict):
     ssl_keyfile: str | None = None
     ssl_check_hostname: bool = True
     timeout_s: float | None = Field(default=None, gt=0, le=600, allow_inf_nan=False)
-    # Whether the exporter's rules export KIP-896's DeprecatedRequestsPerSec; None: known for the exporter's
-    # default rules and Confluent's, so "no series" means "no such request" there only.
+    # Whether the exporter's rules export KIP-896's DeprecatedRequestsPerSec. Only true makes "no series" mean "no such
+    # request": a page cannot tell a meter never created (no such request since the broker started) from one dropped
+    # by the rules; a series on a broker's page shows it is exported whatever this says.
     exports_deprecated_requests: bool | None = None
 
     _password: Secret | None = PrivateAttr(default=None)

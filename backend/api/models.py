@@ -142,33 +142,42 @@ class Group(_Model):
     members: int | None = None
     topics: int | None = None
     partitions: int | None = None
-    lag: int | None = Field(None, description="sum of positive partition lags; null when unknown")
+    lag: int | None = Field(None, description="sum of positive partition lags (a share group's: its coordinator's); "
+                                              "null when unknown, never 0 for unknown")
     max_partition_lag: int | None = None
-    status: str
+    uncommitted_records: int | None = Field(None, description="records on partitions the group is assigned but has "
+                                                              "committed nothing on (log end - log start), beside "
+                                                              "the lag; null when none")
+    partitions_ahead: int | None = Field(None, description="partitions whose committed offset is past the end of the "
+                                                           "log (status offset_ahead)")
+    status: str = Field(description="ok, lagging, stalled, stopped, empty_with_lag, offset_ahead, unknown")
     status_since: datetime | None = None
     evidence: dict[str, object] = Field(default_factory=dict)
     error: str | None = None
 
 
 class PartitionLag(_Model):
-    """A group's partition as kafka-consumer-groups.sh --describe shows it."""
+    """A group's partition as kafka-consumer-groups.sh --describe shows it (a share group's as kafka-share-groups.sh:
+    committed_offset is its start offset)."""
 
     topic: str
     partition: int
     committed_offset: int | None = None
     end_offset: int | None = None
     lag: int | None = None
+    uncommitted_records: int | None = Field(None, description="an assigned partition without a commit: its records")
     client_id: str | None = None
     host: str | None = None
     member_id: str | None = None
 
 
 class TopicLag(_Model):
-    """A group's lag on one topic."""
+    """A group's lag on one topic (null: no partition's lag is known), and the records on its uncommitted partitions."""
 
     topic: str
     partitions: int
-    lag: int
+    lag: int | None = None
+    uncommitted_records: int | None = None
 
 
 class Member(_Model):
@@ -181,6 +190,7 @@ class Member(_Model):
     member_type: str | None = None
     partitions: int | None = None
     assignment: str = ""
+    subscribed: str = Field("", description="the subscribed topics, and a KIP-848 member's regex")
 
 
 class GroupDetail(Group):

@@ -281,6 +281,7 @@ def group_model(r: pd.Series) -> m.Group:
         protocol_type=_str(r.get("protocol_type")), protocol=_str(r.get("protocol")), state=_str(r.get("state")),
         members=_int(r.get("members")), topics=_int(r.get("topics")), partitions=_int(r.get("partitions")),
         lag=_int(r.get("lag")), max_partition_lag=_int(r.get("max_partition_lag")),
+        uncommitted_records=_int(r.get("uncommitted_records")), partitions_ahead=_int(r.get("partitions_ahead")),
         status=str(r.get("status") or "unknown"), status_since=value(r.get("status_since")),
         evidence=_evidence(r.get("evidence_json")), error=_str(r.get("error")) or None)
 
@@ -310,13 +311,16 @@ def group_detail(sl: ScopedLake, cluster: str, group: str) -> m.GroupDetail:
         **group_model(rows.iloc[0]).model_dump(),
         members_detail=[m.Member(client_id=_str(r["client_id"]), host=_str(r["host"]), member_id=_str(r["member_id"]),
                                  instance_id=_str(r["instance_id"]), member_type=_str(r["member_type"]),
-                                 partitions=_int(r["partitions"]), assignment=str(r["assignment"]))
+                                 partitions=_int(r["partitions"]), assignment=str(r["assignment"]),
+                                 subscribed=str(r["subscribed"]))
                         for _, r in group_views.members_table(members, cluster, group).iterrows()],
-        lag_by_topic=[m.TopicLag(topic=str(r["topic"]), partitions=int(r["partitions"]), lag=int(r["lag"]))
+        lag_by_topic=[m.TopicLag(topic=str(r["topic"]), partitions=int(r["partitions"]), lag=_int(r["lag"]),
+                                 uncommitted_records=_int(r["uncommitted_records"]))
                       for _, r in group_views.topic_lag(partitions).iterrows()],
         lag_by_partition=[m.PartitionLag(topic=str(r["topic"]), partition=int(r["partition"]),
                                          committed_offset=_int(r["committed_offset"]), end_offset=_int(r["end_offset"]),
-                                         lag=_int(r["lag"]), client_id=_str(r["client_id"]) or None,
+                                         lag=_int(r["lag"]), uncommitted_records=_int(r["uncommitted_records"]),
+                                         client_id=_str(r["client_id"]) or None,
                                          host=_str(r["host"]) or None, member_id=_str(r["member_id"]) or None)
                           for _, r in partitions.iterrows()])
 

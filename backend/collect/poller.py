@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
-from backend.collect.client_metrics import ClientMetricsCollector
+from backend.collect.client_metrics import BrokerRoles, ClientMetricsCollector
 from backend.collect.configs import ConfigCollector
 from backend.collect.groups import ClientGroupConfigs, GroupCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
@@ -237,8 +237,11 @@ def poll_cluster(
         # reader's own short connections are closed, so the product does not count itself.
         if config_call is not None:
             config_call.wait(deadline - 1.0)
-        metrics_call = _Call(lambda: client_metrics.collect(cluster, settings, description.brokers, deadline - 0.5),
-                             f"client-metrics-{cluster.name}")
+        read_configs = configs.last(cluster.name)
+        roles = BrokerRoles.of(read_configs.brokers if read_configs is not None else None,
+                               [p.software_version for p in probes.values()])
+        metrics_call = _Call(lambda: client_metrics.collect(cluster, settings, description.brokers, deadline - 0.5,
+                                                            roles=roles), f"client-metrics-{cluster.name}")
         metrics_call.start()
     zk_view = _zk_result(zk_call, deadline)
     if zk_call is not None and zk_view is None:

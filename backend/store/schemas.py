@@ -212,6 +212,10 @@ SCHEMAS[INVENTORY_STATE] = pa.schema(
         ("first_seen_at", _TS),
         ("last_increase_at", _TS),
         ("schema_version", pa.int32()),
+        # when a row was last seen on its page (connections: above zero), written only when that was before this
+        # cluster's last read (the row is held evidence); null: seen at the last read (or, 0 connections, never)
+        ("last_seen_at", _TS),
+        ("role", pa.string()),  # connections only: client / broker (the brokers' own connections); null: client
     ]
 )
 SCHEMAS[INVENTORY_RUNS] = pa.schema(
@@ -231,6 +235,8 @@ SCHEMAS[INVENTORY_RUNS] = pa.schema(
         ("window_s", pa.float64()),
         ("duration_ms", pa.float64()),
         ("schema_version", pa.int32()),
+        # endpoint -> {started, read_at, kip896}: the last good read of each broker's page, the baseline of the next
+        ("baselines_json", pa.string()),
     ]
 )
 
