@@ -16,6 +16,7 @@ from backend import jobs  # noqa: E402 - needs the sys.path bootstrap above
 from backend.configs.sensitive import install_log_filter  # noqa: E402
 from backend.views import fleet_views  # noqa: E402
 from dashboard import auth, charts, components, data  # noqa: E402
+from dashboard.search_box import search_box  # noqa: E402
 
 PAGES = (
     ("../pages/fleet.py", "Fleet", ":material/hub:", "fleet"),
@@ -27,6 +28,8 @@ PAGES = (
     ("../pages/upgrade.py", "Upgrade readiness", ":material/upgrade:", "upgrade"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),
+    ("../pages/search.py", "Search", ":material/search:", "search"),
+    ("../pages/across.py", "Across the fleet", ":material/public:", "across"),
 )
 
 
@@ -59,6 +62,7 @@ def sidebar(access: auth.Access) -> None:
             options = fleet_views.tag_options(data.latest_clusters(location))
             for key in fleet_views.TAG_KEYS:
                 st.multiselect(key, options.get(key, []), key=f"app_tag_{key}", placeholder=f"all {key}s")
+            search_box(location)
         job_buttons(location, access)
 
 
