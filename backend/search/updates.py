@@ -236,8 +236,9 @@ class FleetIndexer:
         on_disk = read_manifest(self.lake.where, "fleet")
         if on_disk is None or self.store.manifest is None or on_disk.get("generation") != self.store.manifest.get(
                 "generation"):
-            # Another writer (a `poll --once` job beside the service) moved the index on: start again from the lake.
-            self.store.manifest = None
+            # Another writer (a `poll --once` job beside the service) moved the index on: go on from what it wrote
+            # when it reflects the state this write started from, else rebuild below.
+            self.store.manifest = on_disk
         if self.store.manifest is None or self.store.source_generation != base_generation:
             result = self.rebuild(f"index at lake generation {self.store.source_generation}, the write started from "
                                   f"{base_generation}", now)
