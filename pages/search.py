@@ -55,7 +55,7 @@ def main() -> None:
     for note in result.notes:
         st.info(note, icon=":material/info:")
     per_kind = " · ".join(f"{kind} {n:,}" for kind, n in result.counts.items() if n)
-    st.caption(f"{result.total:,} matches in {result.clusters:,} clusters ({per_kind or 'none'}) · "
+    st.caption(f"{result.total:,} matches in {result.clusters:,} cluster{'' if result.clusters == 1 else 's'} ({per_kind or 'none'}) · "
                f"{result.elapsed_ms:,.0f} ms" + (f" · the best {len(result.hits):,} shown" if result.truncated else ""))
     if not result.hits:
         return

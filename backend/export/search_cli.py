@@ -58,7 +58,7 @@ def _hits_text(result: search_views.SearchResult) -> Iterable[str]:
                     f"deleted {h.deleted_at.isoformat()}" if h.deleted_at else None)
     shown = f"{len(result.hits):,} of {result.total:,}" if result.truncated else f"{result.total:,}"
     per_kind = ", ".join(f"{k} {n:,}" for k, n in result.counts.items() if n)
-    yield f"{shown} matches in {result.clusters:,} clusters" + (f" ({per_kind})" if per_kind else "")
+    yield f"{shown} matches in {result.clusters:,} cluster{'' if result.clusters == 1 else 's'}" + (f" ({per_kind})" if per_kind else "")
 
 
 def _fleet_settings(config: str | None) -> tuple[list[str] | None, str]:
