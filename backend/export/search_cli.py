@@ -98,14 +98,15 @@ def run_search_command(args: argparse.Namespace) -> int:
 
 
 def _across(args: argparse.Namespace, location: str, snapshot: search_views.IndexSnapshot) -> int:
+    view: search_views.TopicAcross | search_views.GroupAcross
     if args.across == "topic":
         aliases, separator = _fleet_settings(args.config)
-        view: search_views.TopicAcross | search_views.GroupAcross = search_views.topic_across(
-            location, snapshot, args.text, aliases=args.mirror_alias or aliases, separator=separator)
-        frame = view.copies_frame()
+        topic = search_views.topic_across(location, snapshot, args.text, aliases=args.mirror_alias or aliases,
+                                          separator=separator)
+        view, frame = topic, topic.copies_frame()
     else:
-        view = search_views.group_across(location, snapshot, args.text)
-        frame = view.frame()
+        group = search_views.group_across(location, snapshot, args.text)
+        view, frame = group, group.frame()
     if args.format == "json":
         print(json.dumps(view.to_dict(), indent=2, default=str))
     elif args.format == "csv":

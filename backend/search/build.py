@@ -43,13 +43,13 @@ def _deleted(lake: Lake, now: datetime, retention_days: int, topics: pa.Table, g
             continue
         at = change.seen_at.to_pydatetime() if hasattr(change.seen_at, "to_pydatetime") else change.seen_at
         if change.entity == "topic":
-            row = {"cluster": change.cluster_name, "cluster_id": change.cluster_id, "key": change.subject,
-                   "topic": change.subject, "topic_id": before.get("topic_id"), "internal": before.get("internal")}
-            topic_rows.append(R.tombstone("topic", row, at))
+            row = {"cluster": change.cluster_name, "cluster_id": change.cluster_id, "topic": change.subject,
+                   "topic_id": before.get("topic_id"), "internal": before.get("internal")}
+            topic_rows.append(R.tombstone(row, at))
         else:
-            row = {"cluster": change.cluster_name, "cluster_id": change.cluster_id, "key": change.subject,
+            row = {"cluster": change.cluster_name, "cluster_id": change.cluster_id,
                    "group_id": before.get("group_id", change.subject), "group_type": before.get("group_type")}
-            group_rows.append(R.tombstone("group", row, at))
+            group_rows.append(R.tombstone(row, at))
     return topic_rows, group_rows
 
 

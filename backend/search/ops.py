@@ -8,16 +8,19 @@ one pass, and the compaction folds them into new base files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backend.search.rows import SEP
+from backend.search.rows import SEP, with_keys
 from backend.search.tables import TABLES
 
 OP = "_op"
+SEG_KEY = "__sk"  # in memory: segment + key, made once per loaded file (ops.with_segment_keys)
+SEG_PARENT = "__sp"
 UPSERT = "upsert"
 DELETE = "delete"
 DELETE_PARENT = "delete_parent"
@@ -34,31 +37,49 @@ def ops_schema(name: str) -> pa.Schema:
     return TABLES[name].schema.append(pa.field(OP, pa.string()))
 
 
-def ops_table(name: str, *, upserts: pa.Table | None = None, deletes: Iterable[tuple[str, str]] = (),
-              parents: Iterable[tuple[str, str]] = (), clears: Iterable[str] = ()) -> pa.Table:
-    """The operations of one table in one update, in the order they apply: clears, parent deletes, deletes, upserts."""
-    schema = TABLES[name].schema
+def ops_table(name: str, *, upserts: pa.Table | None = None, deletes: Iterable[Mapping[str, Any]] = (),
+              parents: Iterable[Mapping[str, Any]] = (), clears: Iterable[str] = ()) -> pa.Table:
+    """The operations of one table in one update, in the order they apply: clears (a segment), parent deletes (rows
+    with the natural parent columns and the segment), deletes (rows with the natural key columns), upserts."""
+    spec = TABLES[name]
     seg = segment_column(name)
     parts: list[pa.Table] = []
 
-    def keyed(op: str, rows: list[dict[str, str]]) -> None:
+    def add(op: str, rows: list[Mapping[str, Any]]) -> None:
         if rows:
-            cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
-            parts.append(pa.Table.from_pydict(cols, schema=schema).append_column(OP, pa.array([op] * len(rows))))
+            table = with_keys(name, pa.Table.from_pydict({f.name: [r.get(f.name) for r in rows] for f in spec.schema},
+                                                         schema=spec.schema))
+            parts.append(table.append_column(OP, pa.array([op] * len(rows), pa.string())))
 
-    keyed(CLEAR, [{seg: c} for c in dict.fromkeys(clears)])
-    keyed(DELETE_PARENT, [{seg: c, "parent": p} for c, p in dict.fromkeys(parents)])
-    keyed(DELETE, [{seg: c, "key": k} for c, k in dict.fromkeys(deletes)])
+    add(CLEAR, [{seg: c} for c in dict.fromkeys(clears)])
+    add(DELETE_PARENT, _distinct(parents))
+    add(DELETE, _distinct(deletes))
     if upserts is not None and upserts.num_rows:
-        parts.append(upserts.cast(schema).append_column(OP, pa.array([UPSERT] * upserts.num_rows, pa.string())))
+        parts.append(upserts.cast(spec.schema).append_column(OP, pa.array([UPSERT] * upserts.num_rows, pa.string())))
     if not parts:
         return ops_schema(name).empty_table()
     return pa.concat_tables(parts)
 
 
+def _distinct(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    seen: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for row in rows:
+        seen.setdefault(tuple(sorted(row.items())), row)
+    return list(seen.values())
+
+
 def _composite(first: pa.ChunkedArray | pa.Array, second: pa.ChunkedArray | pa.Array) -> pa.Array:
-    joined = pc.binary_join_element_wise(first, second, SEP)
+    joined = pc.binary_join_element_wise(first.cast(pa.string()), second, SEP)
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def with_segment_keys(name: str, table: pa.Table) -> pa.Table:
+    """The table with its segment + key (and segment + parent) columns, which deltas are matched against."""
+    seg = table.column(segment_column(name))
+    table = table.append_column(SEG_KEY, _composite(seg, table.column("key")))
+    if "parent" in table.column_names:
+        table = table.append_column(SEG_PARENT, _composite(seg, table.column("parent")))
+    return table
 
 
 def _as_array(values: set[str]) -> pa.Array:
@@ -133,14 +154,21 @@ def remove(table: pa.Table, name: str, clears: set[str], parents: set[str], keys
                                      else candidates.combine_chunks().to_numpy(zero_copy_only=False)))
     if not len(rows):
         return table
-    picked = table.take(pa.array(rows))
-    gone = np.zeros(len(rows), dtype=bool)
+    whole = len(rows) > table.num_rows // 2  # most rows are candidates: look at all of them rather than copy them
+    picked = table if whole else table.take(pa.array(rows))
+    gone = np.zeros(picked.num_rows, dtype=bool)
     if clears:
         gone |= _mask(pc.is_in(picked.column(seg_name), value_set=_as_array(clears)))
     if parents and "parent" in table.column_names:
-        gone |= _mask(pc.is_in(_composite(picked.column(seg_name), picked.column("parent")), value_set=_as_array(parents)))
+        composite = picked.column(SEG_PARENT) if SEG_PARENT in picked.column_names else _composite(
+            picked.column(seg_name), picked.column("parent"))
+        gone |= _mask(pc.is_in(composite, value_set=_as_array(parents)))
     if keys:
-        gone |= _mask(pc.is_in(_composite(picked.column(seg_name), picked.column("key")), value_set=_as_array(keys)))
+        composite = picked.column(SEG_KEY) if SEG_KEY in picked.column_names else _composite(
+            picked.column(seg_name), picked.column("key"))
+        gone |= _mask(pc.is_in(composite, value_set=_as_array(keys)))
+    if whole:
+        return table.filter(pa.array(~gone)) if gone.any() else table
     if not gone.any():
         return table
     keep = np.ones(table.num_rows, dtype=bool)

@@ -187,6 +187,29 @@ def _regex(values: pa.Array, pattern: str, clock: _Clock) -> np.ndarray:
     return out
 
 
+def _per_chunk(column: pa.ChunkedArray, match: Any) -> np.ndarray:
+    """`match` (values -> bools) over every value of a column; a dictionary chunk's distinct values matched once."""
+    out = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            on_values = match(chunk.dictionary)
+            indices = np.asarray(pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            hit = np.zeros(len(chunk), dtype=bool)
+            valid = indices >= 0
+            hit[valid] = on_values[indices[valid]]
+            out.append(hit)
+        else:
+            out.append(match(chunk))
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+
+
+def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """The values of some rows as plain strings."""
+    values = column.take(pa.array(rows))
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
+
+
 def _allowed(table: LoadedTable, visible: Visibility, clusters: frozenset[str] | None, include_deleted: bool,
              oldest_us: int, ids: _Ids) -> np.ndarray:
     spec = TABLES[table.name]
@@ -216,29 +239,28 @@ def _match_table(table: LoadedTable, needle: str, mode: str, allowed: np.ndarray
     for fi, f in enumerate(spec.fields):
         if mode != "regex" and f.chars is not None and not chars <= f.chars:
             continue
-        lower = rows.column(LOWER + f.column).combine_chunks()
+        lower = rows.column(LOWER + f.column)
         if mode == "substring":
-            hit = _numpy(pc.match_substring(lower, needle)) & allowed
+            hit = _per_chunk(lower, lambda v: _numpy(pc.match_substring(v, needle)))
         elif mode == "prefix":
-            hit = _numpy(pc.starts_with(lower, needle)) & allowed
+            hit = _per_chunk(lower, lambda v: _numpy(pc.starts_with(v, needle)))
         else:
             assert clock is not None
-            hit = _regex(rows.column(f.column).combine_chunks(), needle, clock) & allowed
+            hit = _per_chunk(lower, lambda v, clock=clock: _regex(v, needle, clock))
+        hit &= allowed
         if not hit.any():
             continue
         idx = np.flatnonzero(hit)
+        picked = _taken(lower, idx)
         if mode == "regex":
-            picked = rows.column(f.column).combine_chunks().take(pa.array(idx))
             whole = _numpy(pc.match_substring_regex(picked, f"^(?:{needle})$", ignore_case=True))
             rank = np.where(whole, 0, 3).astype(np.uint8)
         else:
-            picked = lower.take(pa.array(idx))
             exact = _numpy(pc.equal(picked, needle))
             prefix = exact | (mode == "prefix") | _numpy(pc.starts_with(picked, needle))
             rank = np.where(exact, 0, np.where(prefix, 1, 2)).astype(np.uint8)
         code = (rank * 16 + fi).astype(np.uint8)
-        current = best[idx]
-        best[idx] = np.minimum(current, code)
+        best[idx] = np.minimum(best[idx], code)
     return best
 
 
@@ -290,9 +312,8 @@ def search(snapshot: IndexSnapshot, text: str, *, mode: str = "substring", kinds
         length = np.zeros(len(idx), dtype=np.int64)
         for f in np.unique(fi):
             where = fi == f
-            column = table.rows.column(spec.fields[int(f)].column).combine_chunks()
-            length[where] = pc.fill_null(pc.utf8_length(column.take(pa.array(idx[where]))), 0).to_numpy(
-                zero_copy_only=False)
+            values = _taken(table.rows.column(spec.fields[int(f)].column), idx[where])
+            length[where] = pc.fill_null(pc.utf8_length(values), 0).to_numpy(zero_copy_only=False)
         key = ((rank << 61) | (table.deleted[idx].astype(np.int64) << 60) | (table_rank << 54) | (fi << 50)
                | (np.minimum(length, _MAX_LEN) << 38) | idx)
         keys.append(key)

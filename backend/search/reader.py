@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backend.search import build
-from backend.search.ops import NetOps, ops_schema, segment_column
-from backend.search.store import read_file, read_manifest
+from backend.search.ops import SEG_KEY, NetOps, segment_column, with_segment_keys
+from backend.search.store import read_base, read_delta, read_manifest, table_ops
 from backend.search.tables import DELETED, PARTS, TABLES, tables_of
 from backend.store.lake import Lake
 from backend.store.location import LakeLocation
@@ -34,11 +34,15 @@ FALLBACK_EVERY_S = 60.0
 
 
 def with_lower(table: pa.Table, name: str) -> pa.Table:
-    """The table with a lowercased copy of every searched column (`__lc_<column>`)."""
+    """The table with a lowercased copy of every searched column (`__lc_<column>`: dictionary-encoded, so a value
+    shared by many rows is matched once, except for unique ids), and its segment + key columns for deltas."""
     for f in TABLES[name].fields:
         column = LOWER + f.column
         if column not in table.column_names:
-            table = table.append_column(column, pc.utf8_lower(table.column(f.column)))
+            lower = pc.utf8_lower(table.column(f.column))
+            table = table.append_column(column, lower if f.unique else pc.dictionary_encode(lower))
+    if SEG_KEY not in table.column_names:
+        table = with_segment_keys(name, table)
     return table
 
 
@@ -56,22 +60,28 @@ class LoadedTable:
 
     @classmethod
     def of(cls, name: str, rows: pa.Table) -> LoadedTable:
-        """Index a table's rows for queries."""
-        rows = rows.combine_chunks() if rows.num_rows else rows
-        seg = rows.column(segment_column(name))
-        encoded = pc.dictionary_encode(seg.combine_chunks() if isinstance(seg, pa.ChunkedArray) else seg)
-        codes = np.asarray(pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int32)
-        deleted = np.asarray(pc.fill_null(pc.equal(rows.column("state"), DELETED), False).to_numpy(
-            zero_copy_only=False), dtype=bool) if rows.num_rows else np.zeros(0, dtype=bool)
-        at = rows.column("at").cast(pa.int64())
-        at_us = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64) if rows.num_rows \
-            else np.zeros(0, dtype=np.int64)
-        return cls(name, rows, codes, encoded.dictionary.to_pylist(), deleted, at_us)
+        """Index a table's rows for queries (its chunks kept as they are: no copy of the rows)."""
+        if not rows.num_rows:
+            empty = np.zeros(0, dtype=bool)
+            return cls(name, rows, np.zeros(0, dtype=np.int32), [], empty, np.zeros(0, dtype=np.int64))
+        encoded = pc.dictionary_encode(rows.column(segment_column(name)))  # one dictionary for every chunk
+        codes = np.concatenate([np.asarray(pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int32)
+                                for c in encoded.chunks])
+        segments = encoded.chunks[0].dictionary.to_pylist() if encoded.num_chunks else []
+        deleted = _flags(pc.equal(rows.column("state"), DELETED))
+        at_us = np.concatenate([np.asarray(pc.fill_null(c.cast(pa.int64()), 0).to_numpy(zero_copy_only=False),
+                                           dtype=np.int64) for c in rows.column("at").chunks])
+        return cls(name, rows, codes, segments, deleted, at_us)
 
     @property
     def num_rows(self) -> int:
         """Rows in the table."""
         return self.rows.num_rows
+
+
+def _flags(values: pa.ChunkedArray) -> np.ndarray:
+    return np.concatenate([np.asarray(pc.fill_null(c, False).to_numpy(zero_copy_only=False), dtype=bool)
+                           for c in values.chunks]) if values.num_chunks else np.zeros(0, dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -121,19 +131,21 @@ class _TableCache:
         self.loaded: LoadedTable | None = None
         self.key: tuple[Any, ...] | None = None
 
-    def refresh(self, where: LakeLocation, part: str, entry: Mapping[str, Any]) -> LoadedTable:
+    def refresh(self, where: LakeLocation, part: str, entry: Mapping[str, Any], deltas: list[str],
+                read: Any) -> LoadedTable:
+        """The table as of the manifest: base files (loaded once each) with the part's deltas folded in."""
         base_files = [entry["base"][b] for b in sorted(entry["base"], key=int)]
-        deltas = list(entry["deltas"])
         key = (tuple(base_files), tuple(deltas))
         if key == self.key and self.loaded is not None:
             return self.loaded
         schema = TABLES[self.name].schema
-        self.bases = {f: self.bases[f] if f in self.bases else with_lower(read_file(where, part, f, schema), self.name)
+        self.bases = {f: self.bases[f] if f in self.bases else with_lower(read_base(where, part, self.name, f),
+                                                                           self.name)
                       for f in base_files}
         if deltas[: len(self.deltas)] != self.deltas or self.key is None or self.key[0] != tuple(base_files):
             self.net, self.deltas = NetOps(self.name), []
         for relative in deltas[len(self.deltas):]:
-            self.net.add(read_file(where, part, relative, ops_schema(self.name)))
+            self.net.add(table_ops(read(relative), self.name))
             self.deltas.append(relative)
         parts = [self.net.removed(self.bases[f]) for f in base_files]
         if self.net.upserts.num_rows:
@@ -159,7 +171,8 @@ class IndexReader:
         self._snapshot: IndexSnapshot | None = None
         self._checked_at = -1e18
         self._signature: tuple[Any, ...] | None = None
-        self._fallback: dict[str, tuple[float, dict[str, pa.Table]]] = {}
+        self._fallback: dict[str, tuple[float, dict[str, LoadedTable]]] = {}
+        self._deltas: dict[str, pa.Table] = {}
 
     def snapshot(self, *, force: bool = False) -> IndexSnapshot:
         """The index as of now (refreshed when its files changed since the last check)."""
@@ -187,23 +200,30 @@ class IndexReader:
             if manifest is not None:
                 retention = int(manifest.get("retention_days", retention)) if part == "fleet" else retention
                 generations[part] = manifest.get("source_generation")
+                deltas = list(manifest.get("deltas", []))
+                self._deltas = {f: t for f, t in self._deltas.items() if f in deltas}
+
+                def read(relative: str, part: str = part) -> pa.Table:
+                    if relative not in self._deltas:
+                        self._deltas[relative] = read_delta(self.where, part, relative)
+                    return self._deltas[relative]
+
                 for spec in tables_of(part=part):
                     cache = self._caches.setdefault(spec.name, _TableCache(spec.name))
                     entry = manifest["tables"].get(spec.name)
-                    loaded[spec.name] = cache.refresh(self.where, part, entry) if entry else LoadedTable.of(
-                        spec.name, with_lower(spec.schema.empty_table(), spec.name))
+                    loaded[spec.name] = cache.refresh(self.where, part, entry, deltas, read) if entry else \
+                        LoadedTable.of(spec.name, with_lower(spec.schema.empty_table(), spec.name))
                 continue
             built = self._built(part, now)
             if any(t.num_rows for t in built.values()):
                 notes.append("The search index of the " + ("fleet" if part == "fleet" else "client configs")
                              + " is not in the lake yet: it was built from the lake's current state for this "
                              "process (the " + ("poller" if part == "fleet" else "Spark job") + " writes it).")
-            for spec in tables_of(part=part):
-                loaded[spec.name] = LoadedTable.of(spec.name, with_lower(built.get(spec.name,
-                                                                                   spec.schema.empty_table()), spec.name))
+            loaded.update(built)
         return IndexSnapshot(loaded, retention_days=retention, notes=tuple(notes), generations=generations)
 
-    def _built(self, part: str, now: float) -> dict[str, pa.Table]:
+    def _built(self, part: str, now: float) -> dict[str, LoadedTable]:
+        """A part built in memory from the lake (again at most every `fallback_every_s`)."""
         cached = self._fallback.get(part)
         if cached is not None and now - cached[0] < self.fallback_every_s:
             return cached[1]
@@ -212,5 +232,7 @@ class IndexReader:
         except (OSError, ValueError, KeyError) as exc:
             log.warning("building the %s search index of %s in memory failed: %s", part, self.lake.location, exc)
             tables = {}
-        self._fallback[part] = (now, tables)
-        return tables
+        loaded = {spec.name: LoadedTable.of(spec.name, with_lower(tables.get(spec.name, spec.schema.empty_table()),
+                                                                  spec.name)) for spec in tables_of(part=part)}
+        self._fallback[part] = (now, loaded)
+        return loaded

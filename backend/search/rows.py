@@ -8,7 +8,7 @@ credential are never indexed (the key still is, so "where is ssl.keystore.passwo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,8 @@ TOMBSTONE_SEP = "\x1e"
 
 
 def frame(name: str, columns: dict[str, Any], n: int) -> pa.Table:
-    """An index table from columns (arrays or lists; missing columns are null, `state` defaults to current)."""
+    """An index table from columns (arrays or lists; missing columns are null, `state` defaults to current; `key` and
+    `parent` are made from the natural columns)."""
     schema = TABLES[name].schema
     arrays = []
     for f in schema:
@@ -33,7 +34,31 @@ def frame(name: str, columns: dict[str, Any], n: int) -> pa.Table:
         elif not isinstance(value, (pa.Array, pa.ChunkedArray)):
             value = pa.array(value, f.type)
         arrays.append(value.cast(f.type) if value.type != f.type else value)
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return with_keys(name, pa.Table.from_arrays(arrays, schema=schema))
+
+
+def _joined(table: pa.Table, columns: tuple[str, ...]) -> pa.ChunkedArray | pa.Array:
+    parts = [_str(table.column(c)) for c in columns]
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, SEP)
+
+
+def with_keys(name: str, table: pa.Table) -> pa.Table:
+    """The table in the index's full schema, its `key` (and `parent`) made from its natural columns: a current row's
+    key is its name within its cluster, a deleted row's is that, the separator and when it was deleted (µs)."""
+    spec = TABLES[name]
+    key = _joined(table, spec.natural)
+    if table.num_rows:
+        deleted = pc.fill_null(pc.equal(table.column("state"), DELETED), False)
+        if pc.any(deleted).as_py():
+            at = pc.fill_null(table.column("at").cast(pa.int64()), 0).cast(pa.string())
+            key = pc.if_else(deleted, pc.binary_join_element_wise(key, at, TOMBSTONE_SEP), key)
+    made = {"key": key}
+    if spec.parent_of:
+        made["parent"] = _joined(table, spec.parent_of)
+    arrays = [made[f.name] if f.name in made else table.column(f.name) for f in spec.schema]
+    return pa.Table.from_arrays([a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, spec.schema,
+                                                                                            strict=True)],
+                                schema=spec.schema)
 
 
 def _col(table: pa.Table, name: str) -> pa.ChunkedArray:
@@ -47,14 +72,14 @@ def _str(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
 def topic_rows(topics: pa.Table) -> pa.Table:
     """Current topic rows from `topics` state rows (topic_snapshots columns)."""
     return frame("topic", {"cluster": _col(topics, "cluster_name"), "cluster_id": _col(topics, "cluster_id"),
-                           "key": _col(topics, "topic"), "topic": _col(topics, "topic"),
+                           "topic": _col(topics, "topic"),
                            "topic_id": _col(topics, "topic_id"), "internal": _col(topics, "internal")}, topics.num_rows)
 
 
 def group_rows(groups: pa.Table) -> pa.Table:
     """Current group rows from `groups` state rows."""
     return frame("group", {"cluster": _col(groups, "cluster_name"), "cluster_id": _col(groups, "cluster_id"),
-                           "key": _col(groups, "group_id"), "group_id": _col(groups, "group_id"),
+                           "group_id": _col(groups, "group_id"),
                            "group_type": _col(groups, "group_type")}, groups.num_rows)
 
 
@@ -63,11 +88,9 @@ def member_rows(members: pa.Table) -> pa.Table:
     members = members.filter(pc.is_valid(members.column("client_id")))
     pairs = members.group_by(["cluster_name", "group_id", "client_id"], use_threads=False).aggregate(
         [("cluster_id", "max")])
-    group_ids, client_ids = _str(pairs.column("group_id")), _str(pairs.column("client_id"))
     return frame("member", {
         "cluster": pairs.column("cluster_name"), "cluster_id": pairs.column("cluster_id_max"),
-        "key": pc.binary_join_element_wise(group_ids, client_ids, SEP), "parent": group_ids, "group_id": group_ids,
-        "client_id": client_ids}, pairs.num_rows)
+        "group_id": _str(pairs.column("group_id")), "client_id": _str(pairs.column("client_id"))}, pairs.num_rows)
 
 
 def software_rows(inventory: pa.Table) -> pa.Table:
@@ -81,7 +104,7 @@ def software_rows(inventory: pa.Table) -> pa.Table:
                         "software": software, "connections": rows.column("connections")}).group_by(
         ["cluster", "software"], use_threads=False).aggregate([("cluster_id", "max"), ("connections", "sum")])
     return frame("software", {"cluster": grouped.column("cluster"), "cluster_id": grouped.column("cluster_id_max"),
-                              "key": grouped.column("software"), "software": grouped.column("software"),
+                              "software": grouped.column("software"),
                               "connections": grouped.column("connections_sum")}, grouped.num_rows)
 
 
@@ -90,14 +113,14 @@ def broker_label(name: object, version: object, low: object = None, high: object
     if version:
         return f"{name} {version}" if name else str(version)
     if low:
-        return f"{name + ' ' if name else ''}{low}–{high or '…'} (guessed)"
+        return f"{str(name) + ' ' if name else ''}{low}–{high or '…'} (guessed)"
     return str(name) if name else None
 
 
 def broker_row(cluster: str, cluster_id: str | None, broker_id: object, facts: dict[str, Any]) -> dict[str, Any]:
     """One broker row from its state facts (host, port, rack, software name/version/range)."""
     host, port = facts.get("host"), facts.get("port")
-    return {"cluster": cluster, "cluster_id": cluster_id, "key": str(broker_id), "broker_id": str(broker_id),
+    return {"cluster": cluster, "cluster_id": cluster_id, "broker_id": str(broker_id),
             "host": f"{host}:{port}" if host and port is not None else host,
             "rack": facts.get("rack"),
             "software": broker_label(facts.get("software_name"), facts.get("software_version"),
@@ -123,12 +146,12 @@ def tags_text(tags_json: object) -> str | None:
 
 def cluster_rows(clusters: pa.Table) -> pa.Table:
     """One row per cluster (its name, id and tags) from `clusters` state rows."""
-    rows = [{"cluster": r["cluster_name"], "cluster_id": r["cluster_id"], "key": r["cluster_name"],
-             "tags": tags_text(r["tags_json"])} for r in clusters.to_pylist()]
+    rows = [{"cluster": r["cluster_name"], "cluster_id": r["cluster_id"], "tags": tags_text(r["tags_json"])}
+            for r in clusters.to_pylist()]
     return rows_table("cluster", rows)
 
 
-def _safe_values(names: pa.ChunkedArray | pa.Array, values: pa.ChunkedArray | pa.Array,
+def safe_values(names: pa.ChunkedArray | pa.Array, values: pa.ChunkedArray | pa.Array,
                  withheld: pa.ChunkedArray | pa.Array | None, sensitive: pa.ChunkedArray | pa.Array | None) -> pa.Array:
     """Config values with every value that must not be indexed set to null."""
     names = pa.array(names.to_pylist(), pa.string()) if isinstance(names, pa.ChunkedArray) else names
@@ -166,13 +189,11 @@ def config_rows(configs: pa.Table, current_topics: pa.Table | None = None) -> pa
         gone = pc.and_(is_topic, pc.invert(pc.is_in(theirs, value_set=existing.combine_chunks()
                                                      if isinstance(existing, pa.ChunkedArray) else existing)))
         configs = configs.filter(pc.invert(pc.fill_null(gone, False)))
-    rtype, resource, name = _str(configs.column("resource_type")), _str(configs.column("resource")), configs.column("config_name")
-    parent = pc.binary_join_element_wise(rtype, resource, SEP)
-    value = _safe_values(name, configs.column("value"), configs.column("withheld"), configs.column("is_sensitive"))
+    name = configs.column("config_name")
+    value = safe_values(name, configs.column("value"), configs.column("withheld"), configs.column("is_sensitive"))
     return frame("config", {"cluster": configs.column("cluster_name"), "cluster_id": configs.column("cluster_id"),
-                            "key": pc.binary_join_element_wise(parent, name, SEP), "parent": parent,
-                            "resource_type": rtype, "resource": resource, "config_name": name, "value": value,
-                            "source": configs.column("source")}, configs.num_rows)
+                            "resource_type": configs.column("resource_type"), "resource": configs.column("resource"),
+                            "config_name": name, "value": value, "source": configs.column("source")}, configs.num_rows)
 
 
 def config_row(cluster: str, cluster_id: str | None, entry: dict[str, Any]) -> dict[str, Any]:
@@ -181,10 +202,8 @@ def config_row(cluster: str, cluster_id: str | None, entry: dict[str, Any]) -> d
     value = entry.get("value")
     if entry.get("withheld") or is_sensitive_key(name) or (value is not None and credential_shape(value) is not None):
         value = None
-    parent = f"{rtype}{SEP}{resource}"
-    return {"cluster": cluster, "cluster_id": cluster_id, "key": f"{parent}{SEP}{name}", "parent": parent,
-            "resource_type": rtype, "resource": resource, "config_name": name, "value": value,
-            "source": entry.get("source")}
+    return {"cluster": cluster, "cluster_id": cluster_id, "resource_type": rtype, "resource": resource,
+            "config_name": name, "value": value, "source": entry.get("source")}
 
 
 def instance_rows(heads: pa.Table) -> pa.Table:
@@ -196,24 +215,23 @@ def instance_rows(heads: pa.Table) -> pa.Table:
     client_id = pc.coalesce(heads.column("client_id"), heads.column("cfg_client_id"))
     return frame("instance", {
         "cluster": pa.array([""] * heads.num_rows, pa.string()), "cluster_id": heads.column("cluster_id"),
-        "key": heads.column("client_instance_id"), "client_instance_id": heads.column("client_instance_id"),
+        "client_instance_id": heads.column("client_instance_id"),
         "client_id": client_id, "principal": heads.column("principal"), "software": software,
         "client_type": heads.column("client_type"), "group_id": heads.column("group_id")}, heads.num_rows)
 
 
-def rows_table(name: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
-    """An index table from row dicts (missing columns null, state current unless given)."""
+def rows_table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """An index table from row dicts (missing columns null, state current unless given; key and parent made)."""
     schema = TABLES[name].schema
     columns = {f.name: [r.get(f.name, CURRENT if f.name == "state" else None) for r in rows] for f in schema}
-    return pa.Table.from_pydict(columns, schema=schema)
+    return with_keys(name, pa.Table.from_pydict(columns, schema=schema))
 
 
-def tombstone(name: str, row: dict[str, Any], at: Any) -> dict[str, Any]:
+def tombstone(row: dict[str, Any], at: Any) -> dict[str, Any]:
     """A deleted row: the entity as it was, kept findable (ranked after current ones) until retention drops it."""
-    ident = row.get("topic_id") if name == "topic" else ""
-    return {**row, "key": f"{row['key']}{TOMBSTONE_SEP}{ident or ''}{TOMBSTONE_SEP}{at}", "state": DELETED, "at": at}
+    return {**row, "state": DELETED, "at": at}
 
 
 __all__ = ["SEP", "TS", "broker_row", "broker_rows", "cluster_rows", "config_row", "config_rows", "frame",
            "group_rows", "instance_rows", "member_rows", "rows_table", "software_rows", "tags_text", "tombstone",
-           "topic_rows"]
+           "safe_values", "topic_rows", "with_keys"]

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from backend.search.ops import NetOps, ops_schema, segment_column
+from backend.search.ops import OP, NetOps, ops_schema, segment_column
+from backend.search.rows import with_keys
 from backend.search.tables import DELETED, TABLES, TS, tables_of
 from backend.store.atomic import read_json, write_json_atomic, write_parquet_atomic
 from backend.store.location import LakeLocation
@@ -76,6 +77,15 @@ def read_file(where: LakeLocation, part: str, relative: str, schema: pa.Schema) 
         table = pq.read_table(handle, schema=schema)
     count_read(f"search/{part}", 1, table.num_rows)
     return table
+
+
+def read_base(where: LakeLocation, part: str, name: str, relative: str) -> pa.Table:
+    """One base file of a table, in the table's full schema (its keys made from its natural columns)."""
+    return with_keys(name, read_file(where, part, relative, TABLES[name].stored))
+
+
+def _stored(name: str, table: pa.Table) -> pa.Table:
+    return table.select(TABLES[name].stored.names)
 
 
 def _sorted(table: pa.Table, name: str) -> pa.Table:
@@ -143,11 +153,10 @@ class PartStore:
             base = {}
             for b, rows in _split(table, spec.name, buckets).items():
                 relative = f"{spec.name}/b{b:03d}-{generation:012d}.parquet"
-                self._write(relative, rows)
+                self._write(relative, _stored(spec.name, rows))
                 base[str(b)] = relative
-            entries[spec.name] = {"buckets": buckets, "base": base, "base_rows": table.num_rows, "deltas": [],
-                                  "delta_rows": 0}
-        manifest = {"format": FORMAT, "part": self.part, "generation": generation,
+            entries[spec.name] = {"buckets": buckets, "base": base, "base_rows": table.num_rows, "delta_rows": 0}
+        manifest = {"format": FORMAT, "part": self.part, "generation": generation, "deltas": [],
                     "source_generation": source_generation, "retention_days": retention_days,
                     "built_at": (now or datetime.now(UTC)).isoformat(), "updated_at": (now or datetime.now(UTC)).isoformat(),
                     "tables": entries}
@@ -156,24 +165,21 @@ class PartStore:
 
     def append(self, deltas: Mapping[str, pa.Table], *, source_generation: int | None,
                now: datetime | None = None, commit: bool = True) -> dict[str, int]:
-        """Write one delta file per changed table and the manifest; returns the rows written per table.
-
-        With nothing to write and `commit` false, only the in-memory manifest moves to `source_generation`.
-        """
+        """Write one delta file holding every changed table's operations, then the manifest; returns the rows
+        written per table. With nothing to write and `commit` false, only the in-memory manifest moves on."""
         if self.manifest is None:
             raise RuntimeError("append to an index part that was never built")
         generation = int(self.manifest["generation"]) + 1
         tables = {name: dict(entry) for name, entry in self.manifest["tables"].items()}
-        written: dict[str, int] = {}
-        for name, ops in deltas.items():
-            if not ops.num_rows:
-                continue
-            relative = f"{name}/d-{generation:012d}.parquet"
-            self._write(relative, ops.cast(ops_schema(name)))
-            tables[name]["deltas"] = [*tables[name]["deltas"], relative]
-            tables[name]["delta_rows"] = int(tables[name]["delta_rows"]) + ops.num_rows
-            written[name] = ops.num_rows
-        manifest = {**self.manifest, "source_generation": source_generation, "tables": tables}
+        written = {name: ops.num_rows for name, ops in deltas.items() if ops.num_rows}
+        files = list(self.manifest.get("deltas", []))
+        if written:
+            relative = f"d-{generation:012d}.parquet"
+            self._write(relative, delta_table(deltas))
+            files.append(relative)
+            for name, rows in written.items():
+                tables[name]["delta_rows"] = int(tables[name].get("delta_rows", 0)) + rows
+        manifest = {**self.manifest, "source_generation": source_generation, "tables": tables, "deltas": files}
         if written:
             manifest["generation"] = generation
         if written or commit:
@@ -183,53 +189,96 @@ class PartStore:
             self.manifest = manifest
         return written
 
-    def compaction_due(self, name: str) -> bool:
-        """Whether a table's deltas should be folded into its base files."""
-        entry = (self.manifest or {}).get("tables", {}).get(name)
-        if not entry or not entry["deltas"]:
+    def compaction_due(self) -> bool:
+        """Whether the deltas should be folded into the base files (a table's past a quarter of its rows, or many)."""
+        manifest = self.manifest or {}
+        if not manifest.get("deltas"):
             return False
-        rows = int(entry["delta_rows"])
-        return len(entry["deltas"]) >= COMPACT_MAX_DELTAS or rows >= max(COMPACT_MIN_ROWS,
-                                                                         COMPACT_FRACTION * int(entry["base_rows"]))
+        if len(manifest["deltas"]) >= COMPACT_MAX_DELTAS:
+            return True
+        return any(int(e.get("delta_rows", 0)) >= max(COMPACT_MIN_ROWS, COMPACT_FRACTION * int(e["base_rows"]))
+                   for e in manifest.get("tables", {}).values())
 
-    def compact(self, name: str, *, now: datetime | None = None) -> int:
-        """Fold a table's deltas into new base files of the buckets they touch; returns the buckets rewritten."""
+    def compact(self, *, now: datetime | None = None) -> dict[str, int]:
+        """Fold every delta into new base files of the buckets they touch; returns the buckets rewritten per table."""
         assert self.manifest is not None
         now = now or datetime.now(UTC)
-        spec = TABLES[name]
-        entry = self.manifest["tables"][name]
-        net = NetOps(name)
-        for relative in entry["deltas"]:
-            net.add(read_file(self.where, self.part, relative, ops_schema(name)))
-        buckets = int(entry["buckets"])
-        touched = {bucket_of(s, buckets) for s in net.segments}
+        deltas = [read_delta(self.where, self.part, relative) for relative in self.manifest.get("deltas", [])]
         generation = int(self.manifest["generation"]) + 1
         retention = int(self.manifest.get("retention_days", 30))
-        base = dict(entry["base"])
-        rows = int(entry["base_rows"])
-        replaced = list(entry["deltas"])
-        upserts = _split(net.upserts, name, buckets) if net.upserts.num_rows else {}
-        net.upserts = spec.schema.empty_table()  # added per bucket below
-        for b in sorted(touched):
-            old = read_file(self.where, self.part, base[str(b)], spec.schema)
-            new = net.apply(old)
-            if b in upserts and upserts[b].num_rows:
-                new = pa.concat_tables([new, upserts[b]])
-            new = new.filter(pc.invert(expired(new, now, retention)))
-            rows += new.num_rows - old.num_rows
-            relative = f"{name}/b{b:03d}-{generation:012d}.parquet"
-            self._write(relative, _sorted(new, name))
-            replaced.append(base[str(b)])
-            base[str(b)] = relative
-        tables = {**self.manifest["tables"], name: {**entry, "base": base, "base_rows": rows, "deltas": [],
-                                                    "delta_rows": 0}}
-        self._commit({**self.manifest, "generation": generation, "tables": tables, "updated_at": now.isoformat()},
-                     replaced)
-        return len(touched)
+        replaced = list(self.manifest.get("deltas", []))
+        tables = dict(self.manifest["tables"])
+        rewritten: dict[str, int] = {}
+        for name, entry in self.manifest["tables"].items():
+            net = NetOps(name)
+            for delta in deltas:
+                net.add(table_ops(delta, name))
+            if net.empty:
+                continue
+            buckets = int(entry["buckets"])
+            touched = {bucket_of(s, buckets) for s in net.segments}
+            base, rows = dict(entry["base"]), int(entry["base_rows"])
+            upserts = _split(net.upserts, name, buckets) if net.upserts.num_rows else {}
+            net.upserts = TABLES[name].schema.empty_table()  # added per bucket below
+            for b in sorted(touched):
+                old = read_base(self.where, self.part, name, base[str(b)])
+                new = net.apply(old)
+                if b in upserts and upserts[b].num_rows:
+                    new = pa.concat_tables([new, upserts[b]])
+                new = new.filter(pc.invert(expired(new, now, retention)))
+                rows += new.num_rows - old.num_rows
+                relative = f"{name}/b{b:03d}-{generation:012d}.parquet"
+                self._write(relative, _stored(name, _sorted(new, name)))
+                replaced.append(base[str(b)])
+                base[str(b)] = relative
+            tables[name] = {**entry, "base": base, "base_rows": rows, "delta_rows": 0}
+            rewritten[name] = len(touched)
+        tables = {name: {**entry, "delta_rows": 0} for name, entry in tables.items()}
+        self._commit({**self.manifest, "generation": generation, "tables": tables, "deltas": [],
+                      "updated_at": now.isoformat()}, replaced)
+        return rewritten
+
+
+def delta_schema() -> pa.Schema:
+    """The schema of a delta file: every table's columns (a column of the same name is the same type in each),
+    the table a row belongs to, and its operation."""
+    fields: dict[str, pa.Field] = {}
+    for spec in TABLES.values():
+        for f in spec.schema:
+            fields.setdefault(f.name, f)
+    return pa.schema([*fields.values(), pa.field(TABLE, pa.string()), pa.field(OP, pa.string())])
+
+
+TABLE = "_table"
+DELTA_SCHEMA = delta_schema()
+
+
+def delta_table(deltas: Mapping[str, pa.Table]) -> pa.Table:
+    """One update's operations of every table as one table (the delta file)."""
+    parts = []
+    for name, ops in deltas.items():
+        if not ops.num_rows:
+            continue
+        columns = {c: ops.column(c) for c in ops.column_names}
+        columns[TABLE] = pa.array([name] * ops.num_rows, pa.string())
+        parts.append(pa.table({f.name: columns[f.name].cast(f.type) if f.name in columns
+                               else pa.nulls(ops.num_rows, f.type) for f in DELTA_SCHEMA}, schema=DELTA_SCHEMA))
+    return pa.concat_tables(parts) if parts else DELTA_SCHEMA.empty_table()
+
+
+def read_delta(where: LakeLocation, part: str, relative: str) -> pa.Table:
+    """One delta file."""
+    return read_file(where, part, relative, DELTA_SCHEMA)
+
+
+def table_ops(delta: pa.Table, name: str) -> pa.Table:
+    """One table's operations of a delta file, in its ops schema."""
+    mine = delta.filter(pc.fill_null(pc.equal(delta.column(TABLE), name), False))
+    return mine.select(ops_schema(name).names)
 
 
 def _files(manifest: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
+    out: list[str] = list(manifest.get("deltas", []))
     for entry in manifest.get("tables", {}).values():
-        out += list(entry.get("base", {}).values()) + list(entry.get("deltas", []))
+        out += list(entry.get("base", {}).values())
     return out

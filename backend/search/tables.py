@@ -21,6 +21,7 @@ KINDS: tuple[str, ...] = ("topic", "group", "client", "broker", "cluster", "conf
 
 _COMMON = [("cluster", pa.string()), ("cluster_id", pa.string()), ("key", pa.string()), ("state", pa.string()),
            ("at", TS)]
+DERIVED = ("key", "parent")
 # Characters of a base64url topic id / a UUID-like instance id / a cluster id: a needle with any other character
 # cannot match them, so those columns are skipped for it.
 ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -28,24 +29,37 @@ ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 @dataclass(frozen=True)
 class Field:
-    """One searched column: its name in the table, the field name a hit reports, and the characters it can hold
-    (lowercased; None: any)."""
+    """One searched column: its name in the table, the field name a hit reports, the characters it can hold
+    (lowercased; None: any), and whether its values are unique (ids: searched as they are; other columns repeat
+    across clusters, brokers and instances, so their distinct values are searched once, `reader.with_lower`)."""
 
     column: str
     name: str
     chars: frozenset[str] | None = None
+    unique: bool = False
 
 
 @dataclass(frozen=True)
 class Table:
-    """One internal table of the index."""
+    """One internal table of the index.
+
+    `key` and `parent` are not stored: they are made from the `natural` (and `parent_of`) columns when a file is read
+    (rows.with_keys), so the files hold each name once.
+    """
 
     name: str
     kind: str  # the public kind of its hits
     part: str  # "fleet" (written by the poller) or "clients" (written by the Spark job)
     schema: pa.Schema
     fields: tuple[Field, ...]
+    natural: tuple[str, ...]  # the columns whose values, joined, are a row's key within its cluster
+    parent_of: tuple[str, ...] = ()  # the columns whose values, joined, are its parent (config: the resource)
     by_cluster_id: bool = False  # rows know their cluster by id only (client configs are keyed by cluster id)
+
+    @property
+    def stored(self) -> pa.Schema:
+        """The schema of its base files (without the derived key and parent)."""
+        return pa.schema([f for f in self.schema if f.name not in DERIVED])
 
 
 def _schema(*columns: tuple[str, pa.DataType]) -> pa.Schema:
@@ -54,29 +68,31 @@ def _schema(*columns: tuple[str, pa.DataType]) -> pa.Schema:
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     Table("topic", "topic", "fleet", _schema(("topic", pa.string()), ("topic_id", pa.string()), ("internal", pa.bool_())),
-          (Field("topic", "name"), Field("topic_id", "topic_id", ID_CHARS))),
+          (Field("topic", "name"), Field("topic_id", "topic_id", ID_CHARS, unique=True)), ("topic",)),
     Table("group", "group", "fleet", _schema(("group_id", pa.string()), ("group_type", pa.string())),
-          (Field("group_id", "group_id"),)),
+          (Field("group_id", "group_id"),), ("group_id",)),
     Table("member", "client", "fleet", _schema(("parent", pa.string()), ("group_id", pa.string()),
                                                ("client_id", pa.string())),
-          (Field("client_id", "client_id"),)),
+          (Field("client_id", "client_id"),), ("group_id", "client_id"), ("group_id",)),
     Table("software", "client", "fleet", _schema(("software", pa.string()), ("connections", pa.int64())),
-          (Field("software", "software"),)),
+          (Field("software", "software"),), ("software",)),
     Table("instance", "client", "clients", _schema(
         ("client_instance_id", pa.string()), ("client_id", pa.string()), ("principal", pa.string()),
         ("software", pa.string()), ("client_type", pa.string()), ("group_id", pa.string())),
-          (Field("client_id", "client_id"), Field("client_instance_id", "client_instance_id", ID_CHARS),
-           Field("principal", "principal"), Field("software", "software")), by_cluster_id=True),
+          (Field("client_id", "client_id"), Field("client_instance_id", "client_instance_id", ID_CHARS, unique=True),
+           Field("principal", "principal"), Field("software", "software")), ("client_instance_id",),
+          by_cluster_id=True),
     Table("broker", "broker", "fleet", _schema(("broker_id", pa.string()), ("host", pa.string()), ("rack", pa.string()),
                                                ("software", pa.string())),
           (Field("broker_id", "broker_id"), Field("host", "host"), Field("rack", "rack"),
-           Field("software", "software"))),
+           Field("software", "software")), ("broker_id",)),
     Table("cluster", "cluster", "fleet", _schema(("tags", pa.string()),),
-          (Field("cluster", "name"), Field("cluster_id", "cluster_id"), Field("tags", "tag"))),
+          (Field("cluster", "name"), Field("cluster_id", "cluster_id"), Field("tags", "tag")), ("cluster",)),
     Table("config", "config", "fleet", _schema(
         ("parent", pa.string()), ("resource_type", pa.string()), ("resource", pa.string()),
         ("config_name", pa.string()), ("value", pa.string()), ("source", pa.string())),
-          (Field("config_name", "key"), Field("value", "value"))),
+          (Field("config_name", "key"), Field("value", "value")), ("resource_type", "resource", "config_name"),
+          ("resource_type", "resource")),
 )}
 PARTS: tuple[str, ...] = ("fleet", "clients")
 KIND_ORDER = {kind: i for i, kind in enumerate(KINDS)}

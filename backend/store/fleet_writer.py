@@ -105,7 +105,7 @@ class WriteResult:
     # from and the one it left, its change rows, and the state tables it rewrote per cluster and kind.
     base_generation: int | None = None
     generation: int | None = None
-    change_rows: list[dict[str, Any]] = field(default_factory=list)
+    change_rows: pa.Table | None = None  # the change log rows written (schema `changes`), None: none
     tables: dict[str, dict[str, pa.Table]] = field(default_factory=dict)
 
 
@@ -193,8 +193,9 @@ class FleetWriter:
                 self.groups[snapshot.cluster_name] = snapshot.groups
             if snapshot.inventory is not None:
                 self.inventory[snapshot.cluster_name] = snapshot.inventory
-        if changes:
-            self.lake.write(CHANGES, changes, poll_id=poll.poll_id)
+        change_table = pa.Table.from_pylist(changes, schema=schema_for(CHANGES)) if changes else None
+        if change_table is not None:
+            self.lake.write(CHANGES, change_table, poll_id=poll.poll_id)
         if updates:
             self.manifest = state.write_cluster_states(self.lake, self.manifest, updates)
         day = poll.polled_at.astimezone(UTC).date().isoformat()
@@ -220,7 +221,7 @@ class FleetWriter:
             self.lake.write(CLUSTER_SNAPSHOTS, table, poll_id=poll.poll_id)
             result.status_rows = len(rows)
         result.changes = len(changes)
-        result.change_rows = changes
+        result.change_rows = change_table
         result.tables = updates
         result.generation = int(self.manifest.get("generation", 0))
         result.clusters_rewritten = sorted(updates)

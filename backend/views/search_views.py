@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backend.auth.scope import Scope
-from backend.search.query import DEFAULT_LIMIT, QueryRefused, SearchHit, SearchResult, Visibility
+from backend.search.query import DEFAULT_LIMIT, REGEX_TIME_LIMIT_S, QueryRefused, SearchHit, SearchResult, Visibility
 from backend.search.query import search as run_query
 from backend.search.reader import IndexReader, IndexSnapshot
 from backend.store import state
@@ -93,9 +93,9 @@ def search(snapshot: IndexSnapshot, text: str, *, scope: Scope | None = None, mo
            include_deleted: bool = True, limit: int = DEFAULT_LIMIT, time_limit_s: float | None = None
            ) -> SearchResult:
     """Search the fleet as a scope sees it; every hit carries the link to its detail page (raises QueryRefused)."""
-    extra = {} if time_limit_s is None else {"time_limit_s": time_limit_s}
     result = run_query(snapshot, text, mode=mode, kinds=kinds, clusters=clusters, include_deleted=include_deleted,
-                       limit=limit, visible=visibility(scope), **extra)
+                       limit=limit, visible=visibility(scope),
+                       time_limit_s=REGEX_TIME_LIMIT_S if time_limit_s is None else time_limit_s)
     return replace(result, hits=tuple(replace(h, link=hit_link(h)) for h in result.hits))
 
 

@@ -71,7 +71,7 @@ def test_a_recreated_topic_leaves_the_index_with_its_new_id(kafka4: KafkaKraftCl
 
     after = read_manifest(Lake(lake).where, "fleet")
     assert after is not None and after["built_at"] == first["built_at"]  # updated by a delta, not rebuilt
-    assert after["tables"]["topic"]["deltas"]
+    assert after["deltas"] and after["tables"]["topic"]["delta_rows"]
     hits = _json_hits(lake, f"-{stamp}")  # the CLI over the lake the real poller wrote
     assert [(h["cluster"], h["name"], h["id"], h["state"], h["match"]) for h in hits] == [
         ("kafka4", recreated, new_id, "current", "substring"), ("kafka4", deleted, ids[deleted], "deleted", "substring"),

@@ -33,8 +33,8 @@ def _index() -> IndexSnapshot:
         _topic("secret", "payments", "SECRETid"), _topic("secret", "secret-only-topic", "EEEE"),
         _topic("eu", RTL, "FFFF"), _topic("eu", HUGE, "GGGG"), _topic("eu", META, "HHHH"),
     ]
-    deleted = tombstone("topic", _topic("eu", "payments", "OLDpaymentsID"), NOW - timedelta(days=1))
-    expired = tombstone("topic", _topic("eu", "payments", "ANCIENTid"), NOW - timedelta(days=90))
+    deleted = tombstone(_topic("eu", "payments", "OLDpaymentsID"), NOW - timedelta(days=1))
+    expired = tombstone(_topic("eu", "payments", "ANCIENTid"), NOW - timedelta(days=90))
     groups = [{"cluster": "eu", "cluster_id": "CID-eu", "key": "payments-reader", "group_id": "payments-reader",
                "group_type": "consumer"},
               {"cluster": "secret", "cluster_id": "CID-secret", "key": "g", "group_id": "payments-secret-group"}]
