@@ -35,8 +35,8 @@ def topic_view(location: str, name: str) -> None:
         return
     st.caption(f"{len(view.copies)} copies of {components.plain(display(name, 120))} · names looked for: "
                + components.plain_list(display(n, 80) for n in view.names)
-               + " (MirrorMaker 2 remote copies are `<source alias>" + components.plain(separator).strip()
-               + "<topic>`; the aliases are the fleet file's `mirror_aliases`, else the cluster names)")
+               + f" (MirrorMaker 2 names a remote copy source alias, separator {components.plain(separator)}, topic; "
+               "the aliases are the fleet file's `mirror_aliases`, else the names of the clusters you may view)")
     if view.differing:
         st.warning("The copies differ on " + components.plain_list(view.differing), icon=":material/call_split:")
     components.data_table(view.copies_frame(), key="across_copies", name="topic-across", hide_index=True,

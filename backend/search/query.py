@@ -25,18 +25,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backend.plain_text import capped
-from backend.search.reader import LOWER, IndexSnapshot, LoadedTable
+from backend.search.reader import IndexSnapshot, LoadedTable
 from backend.search.tables import DELETED, KIND_ORDER, KINDS, TABLES, Table
 
 MODES: tuple[str, ...] = ("substring", "prefix", "regex")
 MAX_QUERY_CHARS = 40_000  # a whole group id (Kafka bounds them at 32,767) may be pasted
 MAX_REGEX_CHARS = 1_000
-REGEX_TIME_LIMIT_S = 2.0
+REGEX_TIME_LIMIT_S = 5.0
 REGEX_SLICE_ROWS = 32_768
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 DETAIL_CHARS = 200
 _NO_MATCH = 255
+MIN_ID_SUBSTRING = 6  # characters of a topic or instance id a substring query needs before ids are searched
+MIN_ID_PREFIX = 3
 _MAX_LEN = (1 << 12) - 1  # values longer than this rank as equally long
 
 
@@ -187,41 +189,18 @@ def _regex(values: pa.Array, pattern: str, clock: _Clock) -> np.ndarray:
     return out
 
 
-def _per_chunk(column: pa.ChunkedArray, match: Any) -> np.ndarray:
-    """`match` (values -> bools) over every value of a column; a dictionary chunk's distinct values matched once."""
-    out = []
-    for chunk in column.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            on_values = match(chunk.dictionary)
-            indices = np.asarray(pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-            hit = np.zeros(len(chunk), dtype=bool)
-            valid = indices >= 0
-            hit[valid] = on_values[indices[valid]]
-            out.append(hit)
-        else:
-            out.append(match(chunk))
-    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
-
-
-def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
-    """The values of some rows as plain strings."""
-    values = column.take(pa.array(rows))
-    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
-
-
 def _allowed(table: LoadedTable, visible: Visibility, clusters: frozenset[str] | None, include_deleted: bool,
              oldest_us: int, ids: _Ids) -> np.ndarray:
     spec = TABLES[table.name]
     if spec.by_cluster_id:
-        ok = {cid for cid in table.segments
-              if (ids.allowed is None or cid in ids.allowed)
-              and (clusters is None or any(n in clusters for n in ids.owners.get(str(cid), ())))}
+        ok = [(ids.allowed is None or cid in ids.allowed)
+              and (clusters is None or any(n in clusters for n in ids.owners.get(str(cid), ())))
+              for cid in table.segments]
     else:
-        ok = {name for name in table.segments
-              if (visible.names is None or name in visible.names) and (clusters is None or name in clusters)}
-    codes = np.array([i for i, s in enumerate(table.segments) if s in ok], dtype=np.int32)
-    mask = np.isin(table.codes, codes)
+        ok = [(visible.names is None or name in visible.names) and (clusters is None or name in clusters)
+              for name in table.segments]
+    lookup = np.array([*ok, False], dtype=bool)  # a code of -1 (no segment) reads the last entry
+    mask = lookup[table.codes] & table.alive
     if not include_deleted:
         mask &= ~table.deleted
     else:
@@ -229,39 +208,65 @@ def _allowed(table: LoadedTable, visible: Visibility, clusters: frozenset[str] |
     return mask
 
 
+def _ranks(values: pa.Array, needle: str, mode: str, clock: _Clock | None) -> np.ndarray:
+    """Per value: 0 exact, 1 prefix, 2 substring, 3 a regex match of part of it, 255 no match."""
+    if mode == "regex":
+        assert clock is not None
+        hit = _regex(values, needle, clock)
+        rank = np.full(len(values), _NO_MATCH, dtype=np.uint8)
+        if hit.any():
+            idx = np.flatnonzero(hit)
+            whole = _numpy(pc.match_substring_regex(values.take(pa.array(idx)), f"^(?:{needle})$", ignore_case=True))
+            rank[idx] = np.where(whole, 0, 3)
+        return rank
+    hit = _numpy(pc.starts_with(values, needle) if mode == "prefix" else pc.match_substring(values, needle))
+    if not hit.any():
+        return np.full(len(values), _NO_MATCH, dtype=np.uint8)
+    prefix = hit if mode == "prefix" else _numpy(pc.starts_with(values, needle))
+    exact = _numpy(pc.equal(values, needle))
+    return np.where(exact, 0, np.where(prefix, 1, np.where(hit, 2, _NO_MATCH))).astype(np.uint8)
+
+
+def _lengths(values: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(pc.utf8_length(values), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 def _match_table(table: LoadedTable, needle: str, mode: str, allowed: np.ndarray, clock: _Clock | None
-                 ) -> np.ndarray:
-    """Per row the best (rank * 16 + field index) it matched with, 255 for no match."""
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the best (rank * 16 + field index) it matched with (255: no match), and that field's length.
+
+    Each column is matched piece by piece: a dictionary piece's distinct values once, mapped to its rows by index."""
     spec: Table = TABLES[table.name]
     best = np.full(table.num_rows, _NO_MATCH, dtype=np.uint8)
+    best_len = np.zeros(table.num_rows, dtype=np.int64)
     chars = set(needle)
-    rows = table.rows
     for fi, f in enumerate(spec.fields):
         if mode != "regex" and f.chars is not None and not chars <= f.chars:
             continue
-        lower = rows.column(LOWER + f.column)
-        if mode == "substring":
-            hit = _per_chunk(lower, lambda v: _numpy(pc.match_substring(v, needle)))
-        elif mode == "prefix":
-            hit = _per_chunk(lower, lambda v: _numpy(pc.starts_with(v, needle)))
-        else:
-            assert clock is not None
-            hit = _per_chunk(lower, lambda v, clock=clock: _regex(v, needle, clock))
-        hit &= allowed
+        if f.unique and len(needle) < (MIN_ID_PREFIX if mode == "prefix" else MIN_ID_SUBSTRING):
+            continue  # a short piece of a random id matches by chance: ids are looked up by a real piece of them
+        ranks, lengths = [], []
+        for values, indices in table.columns[f.column]:
+            rank = _ranks(values, needle, mode, clock)
+            if indices is None:
+                ranks.append(rank)
+                lengths.append(_lengths(values) if (rank != _NO_MATCH).any() else np.zeros(len(values), np.int64))
+            else:
+                padded = np.append(rank, np.uint8(_NO_MATCH))  # index -1 (a null) reads "no match"
+                ranks.append(padded[indices])
+                lengths.append(np.append(_lengths(values), 0)[indices] if (rank != _NO_MATCH).any()
+                               else np.zeros(len(indices), np.int64))
+        if not ranks:
+            continue
+        rank_rows = np.concatenate(ranks)
+        hit = (rank_rows != _NO_MATCH) & allowed
         if not hit.any():
             continue
-        idx = np.flatnonzero(hit)
-        picked = _taken(lower, idx)
-        if mode == "regex":
-            whole = _numpy(pc.match_substring_regex(picked, f"^(?:{needle})$", ignore_case=True))
-            rank = np.where(whole, 0, 3).astype(np.uint8)
-        else:
-            exact = _numpy(pc.equal(picked, needle))
-            prefix = exact | (mode == "prefix") | _numpy(pc.starts_with(picked, needle))
-            rank = np.where(exact, 0, np.where(prefix, 1, 2)).astype(np.uint8)
-        code = (rank * 16 + fi).astype(np.uint8)
-        best[idx] = np.minimum(best[idx], code)
-    return best
+        code = np.where(hit, rank_rows.astype(np.uint16) * 16 + fi, _NO_MATCH).astype(np.uint16)
+        better = code < best
+        best = np.where(better, code, best).astype(np.uint8)
+        best_len = np.where(better, np.concatenate(lengths), best_len)
+    return best, best_len
 
 
 MATCH_NAMES = {0: "exact", 1: "prefix", 2: "substring", 3: "regex"}
@@ -286,8 +291,8 @@ def search(snapshot: IndexSnapshot, text: str, *, mode: str = "substring", kinds
     oldest_us = int((now - timedelta(days=snapshot.retention_days)).timestamp() * 1_000_000)
     tables = [t for name, t in snapshot.tables.items() if TABLES[name].kind in chosen and t.num_rows]
     ids = _ids(snapshot, visible)
-    clock = _Clock(time_limit_s, sum(t.num_rows * len(TABLES[t.name].fields) for t in tables)) if mode == "regex" \
-        else None
+    clock = _Clock(time_limit_s, sum(len(values) for t in tables for pieces in t.columns.values()
+                                     for values, _ in pieces)) if mode == "regex" else None
     keys: list[np.ndarray] = []
     owners: list[np.ndarray] = []
     counts = {k: 0 for k in chosen}
@@ -296,7 +301,7 @@ def search(snapshot: IndexSnapshot, text: str, *, mode: str = "substring", kinds
         allowed = _allowed(table, visible, wanted_clusters, include_deleted, oldest_us, ids)
         if not allowed.any():
             continue
-        best = _match_table(table, needle, mode, allowed, clock)
+        best, best_len = _match_table(table, needle, mode, allowed, clock)
         idx = np.flatnonzero(best != _NO_MATCH)
         if not len(idx):
             continue
@@ -309,11 +314,7 @@ def search(snapshot: IndexSnapshot, text: str, *, mode: str = "substring", kinds
         code = best[idx].astype(np.int64)
         rank, fi = code // 16, code % 16
         table_rank = KIND_ORDER[spec.kind] * 8 + list(TABLES).index(table.name)
-        length = np.zeros(len(idx), dtype=np.int64)
-        for f in np.unique(fi):
-            where = fi == f
-            values = _taken(table.rows.column(spec.fields[int(f)].column), idx[where])
-            length[where] = pc.fill_null(pc.utf8_length(values), 0).to_numpy(zero_copy_only=False)
+        length = best_len[idx]
         key = ((rank << 61) | (table.deleted[idx].astype(np.int64) << 60) | (table_rank << 54) | (fi << 50)
                | (np.minimum(length, _MAX_LEN) << 38) | idx)
         keys.append(key)

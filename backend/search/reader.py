@@ -21,35 +21,93 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backend.search import build
-from backend.search.ops import SEG_KEY, NetOps, segment_column, with_segment_keys
+from backend.search.ops import NetOps, segment_column
+from backend.search.rows import SEP
 from backend.search.store import read_base, read_delta, read_manifest, table_ops
 from backend.search.tables import DELETED, PARTS, TABLES, tables_of
 from backend.store.lake import Lake
 from backend.store.location import LakeLocation
 
 log = logging.getLogger(__name__)
-LOWER = "__lc_"
 CHECK_EVERY_S = 2.0
 FALLBACK_EVERY_S = 60.0
 
 
-def with_lower(table: pa.Table, name: str) -> pa.Table:
-    """The table with a lowercased copy of every searched column (`__lc_<column>`: dictionary-encoded, so a value
-    shared by many rows is matched once, except for unique ids), and its segment + key columns for deltas."""
-    for f in TABLES[name].fields:
-        column = LOWER + f.column
-        if column not in table.column_names:
-            lower = pc.utf8_lower(table.column(f.column))
-            table = table.append_column(column, lower if f.unique else pc.dictionary_encode(lower))
-    if SEG_KEY not in table.column_names:
-        table = with_segment_keys(name, table)
-    return table
+# One searched column, piece by piece: the values to match (lowercased; for a dictionary piece its distinct values)
+# and, for a dictionary piece, each row's index into them (-1: null).
+Pieces = list[tuple[pa.Array, "np.ndarray | None"]]
+
+
+def _numpy(values: pa.ChunkedArray | pa.Array, fill: Any, dtype: Any) -> np.ndarray:
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return np.asarray(pc.fill_null(array, fill).to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+@dataclass
+class Piece:
+    """One base file (or the standing rows of the deltas) of a table, indexed once for queries and deltas: never
+    changed after; deltas that remove some of its rows are an `alive` mask beside it."""
+
+    rows: pa.Table
+    segments: list[Any]  # its own dictionary of segments (cluster names or ids)
+    codes: np.ndarray  # per row, into `segments` (-1: none)
+    deleted: np.ndarray
+    at_us: np.ndarray
+    columns: dict[str, Pieces]
+    seg_keys: pa.Array  # segment + key per row: what a delta's delete or upsert names
+    seg_parents: pa.Array | None
+
+    @classmethod
+    def of(cls, name: str, rows: pa.Table) -> Piece:
+        """Index rows of the table's full schema."""
+        rows = rows.combine_chunks()
+        n = rows.num_rows
+        seg = rows.column(segment_column(name)).combine_chunks() if n else pa.array([], pa.string())
+        encoded = pc.dictionary_encode(seg)
+        columns: dict[str, Pieces] = {}
+        for f in TABLES[name].fields:
+            lower = pc.utf8_lower(rows.column(f.column).combine_chunks() if n else pa.array([], pa.string()))
+            if f.unique:
+                columns[f.column] = [(lower, None)]
+            else:
+                dictionary = pc.dictionary_encode(lower)
+                columns[f.column] = [(dictionary.dictionary, _numpy(dictionary.indices, -1, np.int64))]
+        keys = rows.column("key").combine_chunks() if n else pa.array([], pa.string())
+        parents = rows.column("parent").combine_chunks() if "parent" in rows.column_names and n else None
+        return cls(rows, encoded.dictionary.to_pylist(), _numpy(encoded.indices, -1, np.int32),
+                   _numpy(pc.equal(rows.column("state"), DELETED), False, bool) if n else np.zeros(0, dtype=bool),
+                   _numpy(rows.column("at").cast(pa.int64()), 0, np.int64) if n else np.zeros(0, dtype=np.int64),
+                   columns, _joined(seg, keys), None if parents is None else _joined(seg, parents))
+
+    def removed(self, net: NetOps) -> np.ndarray | None:
+        """Which of its rows the deltas folded into `net` remove (None: none)."""
+        if net.empty or not self.rows.num_rows:
+            return None
+        touched = np.array([s in net.segments for s in self.segments] + [False], dtype=bool)[self.codes]
+        if not touched.any():
+            return None
+        gone = np.zeros(self.rows.num_rows, dtype=bool)
+        if net.clears:
+            gone |= np.array([s in net.clears for s in self.segments] + [False], dtype=bool)[self.codes]
+        if net.keys:
+            gone |= _numpy(pc.is_in(self.seg_keys, value_set=pa.array(sorted(net.keys), pa.string())), False, bool)
+        if net.parents and self.seg_parents is not None:
+            gone |= _numpy(pc.is_in(self.seg_parents, value_set=pa.array(sorted(net.parents), pa.string())), False,
+                           bool)
+        gone &= touched
+        return gone if gone.any() else None
+
+
+def _joined(seg: pa.Array, values: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(seg.cast(pa.string()), values, SEP)
 
 
 @dataclass
 class LoadedTable:
-    """One index table in memory: its rows (with lowercased searched columns), and per row its segment (a code into
-    `segments`), whether it is a deleted row, and when it was deleted (µs since the epoch; 0 for current rows)."""
+    """One index table in memory: its pieces side by side (no copy), with per row its segment (a code into
+    `segments`), whether it still stands (`alive`: deltas remove rows of the pieces they touch), whether it is a
+    deleted row, when it was deleted (µs since the epoch; 0 for current rows), and each searched column as pieces to
+    match."""
 
     name: str
     rows: pa.Table
@@ -57,31 +115,45 @@ class LoadedTable:
     segments: list[Any]
     deleted: np.ndarray
     at_us: np.ndarray
+    alive: np.ndarray
+    columns: dict[str, Pieces] = field(default_factory=dict)
 
     @classmethod
     def of(cls, name: str, rows: pa.Table) -> LoadedTable:
-        """Index a table's rows for queries (its chunks kept as they are: no copy of the rows)."""
-        if not rows.num_rows:
-            empty = np.zeros(0, dtype=bool)
-            return cls(name, rows, np.zeros(0, dtype=np.int32), [], empty, np.zeros(0, dtype=np.int64))
-        encoded = pc.dictionary_encode(rows.column(segment_column(name)))  # one dictionary for every chunk
-        codes = np.concatenate([np.asarray(pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int32)
-                                for c in encoded.chunks])
-        segments = encoded.chunks[0].dictionary.to_pylist() if encoded.num_chunks else []
-        deleted = _flags(pc.equal(rows.column("state"), DELETED))
-        at_us = np.concatenate([np.asarray(pc.fill_null(c.cast(pa.int64()), 0).to_numpy(zero_copy_only=False),
-                                           dtype=np.int64) for c in rows.column("at").chunks])
-        return cls(name, rows, codes, segments, deleted, at_us)
+        """One table from whole rows (a rebuild in memory)."""
+        return cls.combine(name, [Piece.of(name, rows)], [None])
+
+    @classmethod
+    def combine(cls, name: str, pieces: list[Piece], removed: list[np.ndarray | None]) -> LoadedTable:
+        """The table made of pieces, less the rows removed from each."""
+        segments: dict[Any, int] = {}
+        codes, deleted, at_us, alive = [], [], [], []
+        columns: dict[str, Pieces] = {f.column: [] for f in TABLES[name].fields}
+        for piece, gone in zip(pieces, removed, strict=True):
+            mapping = np.array([segments.setdefault(s, len(segments)) for s in piece.segments] + [-1], dtype=np.int32)
+            codes.append(mapping[piece.codes])
+            deleted.append(piece.deleted)
+            at_us.append(piece.at_us)
+            alive.append(np.ones(piece.rows.num_rows, dtype=bool) if gone is None else ~gone)
+            for column, parts in piece.columns.items():
+                columns[column].extend(parts)
+        schema = TABLES[name].schema
+        rows = pa.concat_tables([p.rows.select(schema.names) for p in pieces]) if pieces else schema.empty_table()
+
+        def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+        return cls(name, rows, cat(codes, np.int32), list(segments), cat(deleted, bool), cat(at_us, np.int64),
+                   cat(alive, bool), columns)
 
     @property
     def num_rows(self) -> int:
-        """Rows in the table."""
+        """Rows in the table (removed ones included: `alive` says which stand)."""
         return self.rows.num_rows
 
-
-def _flags(values: pa.ChunkedArray) -> np.ndarray:
-    return np.concatenate([np.asarray(pc.fill_null(c, False).to_numpy(zero_copy_only=False), dtype=bool)
-                           for c in values.chunks]) if values.num_chunks else np.zeros(0, dtype=bool)
+    def live_rows(self) -> pa.Table:
+        """The rows that stand."""
+        return self.rows if self.alive.all() else self.rows.filter(pa.array(self.alive))
 
 
 @dataclass(frozen=True)
@@ -96,8 +168,8 @@ class IndexSnapshot:
 
     @property
     def rows(self) -> int:
-        """Rows in the whole index."""
-        return sum(t.num_rows for t in self.tables.values())
+        """Rows in the whole index (those that stand)."""
+        return sum(int(t.alive.sum()) for t in self.tables.values())
 
     def cluster_ids(self) -> dict[str, list[str]]:
         """Cluster id -> the names of the clusters that report it (current cluster rows of the index)."""
@@ -105,8 +177,8 @@ class IndexSnapshot:
         out: dict[str, list[str]] = {}
         if table is None or not table.num_rows:
             return out
-        for name, cid in zip(table.rows.column("cluster").to_pylist(), table.rows.column("cluster_id").to_pylist(),
-                             strict=True):
+        rows = table.live_rows()
+        for name, cid in zip(rows.column("cluster").to_pylist(), rows.column("cluster_id").to_pylist(), strict=True):
             if cid:
                 out.setdefault(str(cid), []).append(str(name))
         return out
@@ -115,19 +187,19 @@ class IndexSnapshot:
 def snapshot_of(tables: Mapping[str, pa.Table], *, retention_days: int = build.DEFAULT_RETENTION_DAYS,
                 notes: tuple[str, ...] = ()) -> IndexSnapshot:
     """An in-memory index from whole tables (the rebuild's output): what a reader serves when the index is missing."""
-    loaded = {name: LoadedTable.of(name, with_lower(tables.get(name, spec.schema.empty_table()), name))
-              for name, spec in TABLES.items()}
+    loaded = {name: LoadedTable.of(name, tables.get(name, spec.schema.empty_table())) for name, spec in TABLES.items()}
     return IndexSnapshot(loaded, retention_days=retention_days, notes=notes)
 
 
 class _TableCache:
-    """One table of one part: its base files (loaded, lowercased) and the deltas folded so far."""
+    """One table of one part: its base files (each indexed once) and the deltas folded so far."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.bases: dict[str, pa.Table] = {}
+        self.bases: dict[str, Piece] = {}
         self.deltas: list[str] = []
         self.net = NetOps(name)
+        self.standing: Piece | None = None
         self.loaded: LoadedTable | None = None
         self.key: tuple[Any, ...] | None = None
 
@@ -138,20 +210,18 @@ class _TableCache:
         key = (tuple(base_files), tuple(deltas))
         if key == self.key and self.loaded is not None:
             return self.loaded
-        schema = TABLES[self.name].schema
-        self.bases = {f: self.bases[f] if f in self.bases else with_lower(read_base(where, part, self.name, f),
-                                                                           self.name)
+        self.bases = {f: self.bases[f] if f in self.bases else Piece.of(self.name, read_base(where, part, self.name, f))
                       for f in base_files}
         if deltas[: len(self.deltas)] != self.deltas or self.key is None or self.key[0] != tuple(base_files):
             self.net, self.deltas = NetOps(self.name), []
-        for relative in deltas[len(self.deltas):]:
+        added = deltas[len(self.deltas):]
+        for relative in added:
             self.net.add(table_ops(read(relative), self.name))
             self.deltas.append(relative)
-        parts = [self.net.removed(self.bases[f]) for f in base_files]
-        if self.net.upserts.num_rows:
-            parts.append(with_lower(self.net.upserts, self.name))
-        parts = [p for p in parts if p.num_rows] or [with_lower(schema.empty_table(), self.name)]
-        self.loaded = LoadedTable.of(self.name, pa.concat_tables(parts))
+        if added or self.standing is None:
+            self.standing = Piece.of(self.name, self.net.upserts)
+        pieces = [self.bases[f] for f in base_files] + [self.standing]
+        self.loaded = LoadedTable.combine(self.name, pieces, [p.removed(self.net) for p in pieces[:-1]] + [None])
         self.key = key
         return self.loaded
 
@@ -212,7 +282,7 @@ class IndexReader:
                     cache = self._caches.setdefault(spec.name, _TableCache(spec.name))
                     entry = manifest["tables"].get(spec.name)
                     loaded[spec.name] = cache.refresh(self.where, part, entry, deltas, read) if entry else \
-                        LoadedTable.of(spec.name, with_lower(spec.schema.empty_table(), spec.name))
+                        LoadedTable.of(spec.name, spec.schema.empty_table())
                 continue
             built = self._built(part, now)
             if any(t.num_rows for t in built.values()):
@@ -232,7 +302,7 @@ class IndexReader:
         except (OSError, ValueError, KeyError) as exc:
             log.warning("building the %s search index of %s in memory failed: %s", part, self.lake.location, exc)
             tables = {}
-        loaded = {spec.name: LoadedTable.of(spec.name, with_lower(tables.get(spec.name, spec.schema.empty_table()),
-                                                                  spec.name)) for spec in tables_of(part=part)}
+        loaded = {spec.name: LoadedTable.of(spec.name, tables.get(spec.name, spec.schema.empty_table()))
+                  for spec in tables_of(part=part)}
         self._fallback[part] = (now, loaded)
         return loaded

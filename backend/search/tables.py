@@ -31,7 +31,7 @@ ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 class Field:
     """One searched column: its name in the table, the field name a hit reports, the characters it can hold
     (lowercased; None: any), and whether its values are unique (ids: searched as they are; other columns repeat
-    across clusters, brokers and instances, so their distinct values are searched once, `reader.with_lower`)."""
+    across clusters, brokers and instances, so their distinct values are searched once, `reader.Piece`)."""
 
     column: str
     name: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -131,9 +131,9 @@ def open_fleet_indexer(lake: Lake | str, *, retention_days: int = build.DEFAULT_
         return None
 
 
-def heads_ops(changed: pa.Table, replaced_ids: Iterable[str] = ()) -> dict[str, pa.Table]:
-    """The clients part's delta from the instances whose latest snapshot a run changed (new heads replace old)."""
-    del replaced_ids  # an updated instance keeps its key: its new row replaces the old one
+def heads_ops(changed: pa.Table) -> dict[str, pa.Table]:
+    """The clients part's delta from the instances whose latest snapshot a run changed (an updated instance keeps its
+    key: its new row replaces the old one)."""
     rows = R.instance_rows(changed)
     return {"instance": ops_table("instance", upserts=rows)}
 

@@ -115,7 +115,7 @@ def _visible_current(snapshot: IndexSnapshot, table_name: str, column: str, scop
     loaded = snapshot.tables.get(table_name)
     if loaded is None or not loaded.num_rows:
         return pa.table({"cluster": pa.array([], pa.string()), column: pa.array([], pa.string())})
-    rows = loaded.rows
+    rows = loaded.live_rows()
     mask = pc.equal(rows.column("state"), "current")
     if scope is not None and scope.names is not None:
         mask = pc.and_(mask, pc.is_in(rows.column("cluster"), value_set=pa.array(sorted(scope.names), pa.string())))

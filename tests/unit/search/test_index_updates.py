@@ -33,7 +33,7 @@ def _rows(tables: dict[str, Any]) -> dict[str, set[tuple[Any, ...]]]:
 def _indexed(lake: Path) -> dict[str, set[tuple[Any, ...]]]:
     snapshot = IndexReader(str(lake)).snapshot()  # a new reader: everything read back from the index files
     assert snapshot.notes == ()
-    return _rows({name: t.rows for name, t in snapshot.tables.items()})
+    return _rows({name: t.live_rows() for name, t in snapshot.tables.items()})
 
 
 def _rebuilt(lake: Path) -> dict[str, set[tuple[Any, ...]]]:
@@ -175,7 +175,7 @@ def test_secret_config_values_are_never_indexed(tmp_path: Path) -> None:
     rig = Rig(tmp_path / "lake")
     c1, _ = _first(rig.at)
     rig.write(cluster("c1", rig.at, "", **c1))
-    for lake_tables in (build.fleet_tables(Lake(rig.lake))[0], {n: t.rows for n, t in
+    for lake_tables in (build.fleet_tables(Lake(rig.lake))[0], {n: t.live_rows() for n, t in
                                                                 IndexReader(str(rig.lake)).snapshot().tables.items()}):
         config = lake_tables["config"].to_pylist()
         secret = [r for r in config if r["config_name"] in ("ssl.key.password", "sasl.jaas.config")]
