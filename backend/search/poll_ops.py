@@ -224,17 +224,17 @@ def _group_ops(ops: Ops, changes: pa.Table, tables: Mapping[str, Mapping[str, pa
                                                       "group_protocol_changed"])))
     pairs = {(c, g) for c, g in zip(moved.column("cluster").to_pylist(), moved.column("group_id").to_pylist(),
                                     strict=True) if g is not None}
-    members = [tables[c]["group_members"] for c in sorted({c for c, _ in pairs})
-               if "group_members" in tables.get(c, {})]
-    if not members:
+    by_cluster: dict[str, list[str]] = {}
+    for cluster, group in sorted(pairs):
+        if "group_members" in tables.get(cluster, {}):
+            by_cluster.setdefault(cluster, []).append(group)
+    if not by_cluster:
         return
-    known = {c for c in sorted({c for c, _ in pairs}) if "group_members" in tables.get(c, {})}
-    wanted = sorted((c, g) for c, g in pairs if c in known)
-    ops.rows("member", DELETE_PARENT, [{"cluster": c, "group_id": g} for c, g in wanted])
-    table = pa.concat_tables(members)
-    keys = pc.binary_join_element_wise(table.column("cluster_name"), table.column("group_id"), R.SEP)
-    chosen = pa.array([f"{c}{R.SEP}{g}" for c, g in wanted], pa.string())
-    ops.add("member", UPSERT, R.member_rows(_where(table, pc.is_in(keys, value_set=chosen))))
+    ops.rows("member", DELETE_PARENT, [{"cluster": c, "group_id": g} for c, groups in by_cluster.items() for g in groups])
+    chosen = [_where(tables[c]["group_members"], pc.is_in(tables[c]["group_members"].column("group_id"),
+                                                         value_set=pa.array(groups, pa.string())))
+              for c, groups in by_cluster.items()]
+    ops.add("member", UPSERT, R.member_rows(pa.concat_tables(chosen)))
 
 
 def _few_ops(ops: Ops, changes: Sequence[Mapping[str, Any]], tables: Mapping[str, Mapping[str, pa.Table]]) -> None:

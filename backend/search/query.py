@@ -37,7 +37,7 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 DETAIL_CHARS = 200
 _NO_MATCH = 255
-MIN_ID_SUBSTRING = 6  # characters of a topic or instance id a substring query needs before ids are searched
+MIN_ID_SUBSTRING = 4  # characters of a topic or instance id a query needs before ids are looked up
 MIN_ID_PREFIX = 3
 _MAX_LEN = (1 << 12) - 1  # values longer than this rank as equally long
 
@@ -235,7 +235,8 @@ def _match_table(table: LoadedTable, needle: str, mode: str, allowed: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Per row the best (rank * 16 + field index) it matched with (255: no match), and that field's length.
 
-    Each column is matched piece by piece: a dictionary piece's distinct values once, mapped to its rows by index."""
+    Each column is matched piece by piece: a dictionary piece's distinct values once, mapped to its rows by index;
+    a piece where nothing matched costs no work per row."""
     spec: Table = TABLES[table.name]
     best = np.full(table.num_rows, _NO_MATCH, dtype=np.uint8)
     best_len = np.zeros(table.num_rows, dtype=np.int64)
@@ -244,29 +245,56 @@ def _match_table(table: LoadedTable, needle: str, mode: str, allowed: np.ndarray
         if mode != "regex" and f.chars is not None and not chars <= f.chars:
             continue
         if f.unique and len(needle) < (MIN_ID_PREFIX if mode == "prefix" else MIN_ID_SUBSTRING):
-            continue  # a short piece of a random id matches by chance: ids are looked up by a real piece of them
-        ranks, lengths = [], []
-        for values, indices in table.columns[f.column]:
-            rank = _ranks(values, needle, mode, clock)
-            if indices is None:
-                ranks.append(rank)
-                lengths.append(_lengths(values) if (rank != _NO_MATCH).any() else np.zeros(len(values), np.int64))
-            else:
-                padded = np.append(rank, np.uint8(_NO_MATCH))  # index -1 (a null) reads "no match"
-                ranks.append(padded[indices])
-                lengths.append(np.append(_lengths(values), 0)[indices] if (rank != _NO_MATCH).any()
-                               else np.zeros(len(indices), np.int64))
-        if not ranks:
-            continue
-        rank_rows = np.concatenate(ranks)
-        hit = (rank_rows != _NO_MATCH) & allowed
-        if not hit.any():
-            continue
-        code = np.where(hit, rank_rows.astype(np.uint16) * 16 + fi, _NO_MATCH).astype(np.uint16)
-        better = code < best
-        best = np.where(better, code, best).astype(np.uint8)
-        best_len = np.where(better, np.concatenate(lengths), best_len)
+            continue  # a few characters of a random id match by chance: ids are looked up by a real beginning
+        offset = 0
+        for piece in table.columns[f.column]:
+            size = piece.rows
+            part = slice(offset, offset + size)
+            offset += size
+            if piece.sorted is not None and piece.order is not None and mode != "regex":
+                _update_ids(piece, needle, fi, allowed[part], best[part], best_len[part])
+                continue
+            rank = _ranks(piece.values, needle, mode, clock)
+            if not (rank != _NO_MATCH).any():
+                continue
+            lengths = _lengths(piece.values)
+            if piece.indices is None:
+                rows_rank, rows_len = rank, lengths
+            else:  # index -1 (a null) reads the appended "no match"
+                rows_rank = np.append(rank, np.uint8(_NO_MATCH))[piece.indices]
+                rows_len = np.append(lengths, 0)[piece.indices]
+            code = rows_rank.astype(np.uint16) * 16 + fi
+            better = (rows_rank != _NO_MATCH) & allowed[part] & (code < best[part])
+            if better.any():
+                best[part][better] = code[better]
+                best_len[part][better] = rows_len[better]
     return best, best_len
+
+
+def _bisect(values: pa.Array, needle: str) -> int:
+    """The first position of sorted values (nulls last) not below the needle."""
+    lo, hi = 0, len(values) - values.null_count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if str(values[mid].as_py()) < needle:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _update_ids(piece: Any, needle: str, fi: int, allowed: np.ndarray, best: np.ndarray, best_len: np.ndarray) -> None:
+    """Ids that start with the needle (an id is looked up by its beginning: binary search in the sorted ids)."""
+    lo, hi = _bisect(piece.sorted, needle), _bisect(piece.sorted, needle + "\U0010ffff")
+    if lo >= hi:
+        return
+    rows = piece.order[lo:hi]
+    values = piece.sorted.slice(lo, hi - lo)
+    exact = _numpy(pc.equal(values, needle))
+    code = np.where(exact, 0, 1).astype(np.uint16) * 16 + fi
+    keep = allowed[rows] & (code < best[rows])
+    best[rows[keep]] = code[keep]
+    best_len[rows[keep]] = _lengths(values)[keep]
 
 
 MATCH_NAMES = {0: "exact", 1: "prefix", 2: "substring", 3: "regex"}
@@ -291,8 +319,8 @@ def search(snapshot: IndexSnapshot, text: str, *, mode: str = "substring", kinds
     oldest_us = int((now - timedelta(days=snapshot.retention_days)).timestamp() * 1_000_000)
     tables = [t for name, t in snapshot.tables.items() if TABLES[name].kind in chosen and t.num_rows]
     ids = _ids(snapshot, visible)
-    clock = _Clock(time_limit_s, sum(len(values) for t in tables for pieces in t.columns.values()
-                                     for values, _ in pieces)) if mode == "regex" else None
+    clock = _Clock(time_limit_s, sum(len(p.values) for t in tables for pieces in t.columns.values()
+                                     for p in pieces)) if mode == "regex" else None
     keys: list[np.ndarray] = []
     owners: list[np.ndarray] = []
     counts = {k: 0 for k in chosen}

@@ -33,9 +33,24 @@ CHECK_EVERY_S = 2.0
 FALLBACK_EVERY_S = 60.0
 
 
-# One searched column, piece by piece: the values to match (lowercased; for a dictionary piece its distinct values)
-# and, for a dictionary piece, each row's index into them (-1: null).
-Pieces = list[tuple[pa.Array, "np.ndarray | None"]]
+@dataclass(frozen=True)
+class Values:
+    """One searched column of a piece: the values to match (lowercased; a repetitive column's distinct values, with
+    each row's index into them, -1 for null), or for a unique id column its rows' values and the same values sorted
+    (with the row of each), so an id is found by binary search."""
+
+    values: pa.Array
+    indices: np.ndarray | None = None
+    sorted: pa.Array | None = None
+    order: np.ndarray | None = None
+
+    @property
+    def rows(self) -> int:
+        """Rows of the piece."""
+        return len(self.values) if self.indices is None else len(self.indices)
+
+
+Pieces = list[Values]
 
 
 def _numpy(values: pa.ChunkedArray | pa.Array, fill: Any, dtype: Any) -> np.ndarray:
@@ -68,10 +83,11 @@ class Piece:
         for f in TABLES[name].fields:
             lower = pc.utf8_lower(rows.column(f.column).combine_chunks() if n else pa.array([], pa.string()))
             if f.unique:
-                columns[f.column] = [(lower, None)]
+                order = pc.sort_indices(lower, null_placement="at_end")
+                columns[f.column] = [Values(lower, None, lower.take(order), _numpy(order, 0, np.int64))]
             else:
                 dictionary = pc.dictionary_encode(lower)
-                columns[f.column] = [(dictionary.dictionary, _numpy(dictionary.indices, -1, np.int64))]
+                columns[f.column] = [Values(dictionary.dictionary, _numpy(dictionary.indices, -1, np.int64))]
         keys = rows.column("key").combine_chunks() if n else pa.array([], pa.string())
         parents = rows.column("parent").combine_chunks() if "parent" in rows.column_names and n else None
         return cls(rows, encoded.dictionary.to_pylist(), _numpy(encoded.indices, -1, np.int32),

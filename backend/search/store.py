@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from backend.search.ops import OP, NetOps, ops_schema, segment_column
 from backend.search.rows import with_keys
 from backend.search.tables import DELETED, TABLES, TS, tables_of
-from backend.store.atomic import read_json, write_json_atomic, write_parquet_atomic
+from backend.store.atomic import read_json, write_bytes_atomic, write_json_atomic, write_parquet_atomic
 from backend.store.location import LakeLocation
 from backend.store.progress import STATE_ROOT
 from backend.store.stats import count_read
@@ -175,7 +175,10 @@ class PartStore:
         files = list(self.manifest.get("deltas", []))
         if written:
             relative = f"d-{generation:012d}.parquet"
-            self._write(relative, delta_table(deltas))
+            # lz4, not the lake's zstd: a delta lives until the next compaction, and it is written at every poll.
+            sink = pa.BufferOutputStream()
+            pq.write_table(delta_table(deltas), sink, compression="lz4")
+            write_bytes_atomic(self.where, part_path(self.where, self.part, relative), sink.getvalue().to_pybytes())
             files.append(relative)
             for name, rows in written.items():
                 tables[name]["delta_rows"] = int(tables[name].get("delta_rows", 0)) + rows
