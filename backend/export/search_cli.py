@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable
 
@@ -76,6 +77,14 @@ def _fleet_settings(config: str | None) -> tuple[list[str] | None, str]:
 
 def run_search_command(args: argparse.Namespace) -> int:
     """Run one search (or across view) and print it; 0, or 2 with a message."""
+    try:
+        return _run(args)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted (stdout to devnull, so the exit's flush is quiet)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         location = configured_lake(args.lake, fleet_file=args.config)
         snapshot = search_views.IndexReader(location).snapshot()

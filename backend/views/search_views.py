@@ -103,9 +103,12 @@ HIT_COLUMNS = ["kind", "cluster", "name", "field", "value", "match", "state", "i
 
 
 def hits_frame(result: SearchResult) -> pd.DataFrame:
-    """The hits as a table (the Search page's rows and its CSV), best first."""
+    """The hits as a table (the Search page's rows and its CSV), best first; a missing id or detail is empty."""
     rows = [{**{c: getattr(h, c) for c in HIT_COLUMNS}, "across": across_link(h)} for h in result.hits]
-    return pd.DataFrame(rows, columns=[*HIT_COLUMNS, "across"])
+    frame = pd.DataFrame(rows, columns=[*HIT_COLUMNS, "across"])
+    for column in ("id", "detail", "across"):
+        frame[column] = frame[column].fillna("")
+    return frame
 
 
 # ---------------------------------------------------------------------------------------------- across the fleet
@@ -201,18 +204,28 @@ class TopicAcross:
             row.update({f"config {k}": c.configs.get(k) for k in self.differing})
             rows.append(row)
         columns = [f.name for f in TopicCopy.__dataclass_fields__.values() if f.name != "configs"]
-        return pd.DataFrame(rows, columns=[*columns, *(f"config {k}" for k in self.differing)])
+        return _whole_numbers(pd.DataFrame(rows, columns=[*columns, *(f"config {k}" for k in self.differing)]))
 
     def groups_frame(self) -> pd.DataFrame:
         """One row per (copy, group reading it), largest lag first."""
         columns = list(GroupOnTopic.__dataclass_fields__)
-        return pd.DataFrame([asdict(g) for g in self.groups], columns=columns)
+        return _whole_numbers(pd.DataFrame([asdict(g) for g in self.groups], columns=columns))
 
     def to_dict(self) -> dict[str, Any]:
         """The view as JSON-ready values."""
         return {"name": self.name, "names": list(self.names), "differing": list(self.differing),
                 "copies": [asdict(c) | {"configs": dict(c.configs)} for c in self.copies],
                 "groups": [asdict(g) for g in self.groups], "notes": list(self.notes)}
+
+
+_COUNTS = ("partitions", "replication_factor", "under_replicated", "groups", "lag", "members", "coordinator_id")
+
+
+def _whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts as whole numbers, an unknown one empty (not 5982.0 beside NaN)."""
+    for column in (c for c in _COUNTS if c in frame):
+        frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def mirror_names(name: str, aliases: Iterable[str], separator: str = DEFAULT_SEPARATOR) -> tuple[str, dict[str, str]]:
@@ -335,8 +348,7 @@ def topic_across(lake: Lake | str, snapshot: IndexSnapshot, name: str, *, scope:
     notes = []
     if not copies:
         notes.append("No cluster you may view holds a topic of this name (or a MirrorMaker 2 copy of it).")
-    ids = {c.topic_id for c in copies if c.topic_id}
-    if len(copies) > 1 and len(ids) == len(copies):
+    if any(c.relation.startswith("remote copy") for c in copies):
         notes.append("Each copy has its own topic id: ids are made by each cluster (KIP-516), so a topic and its "
                      "mirror never share one.")
     return TopicAcross(name, tuple(sorted(wanted)), tuple(copies), differing,
@@ -399,7 +411,7 @@ class GroupAcross:
     def frame(self) -> pd.DataFrame:
         """One row per cluster holding the group, for the page and the CSV."""
         rows = [{**asdict(c), "topics": ", ".join(c.topics)} for c in self.copies]
-        return pd.DataFrame(rows, columns=list(GroupCopy.__dataclass_fields__))
+        return _whole_numbers(pd.DataFrame(rows, columns=list(GroupCopy.__dataclass_fields__)))
 
     def to_dict(self) -> dict[str, Any]:
         """The view as JSON-ready values."""
