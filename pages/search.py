@@ -45,6 +45,8 @@ def main() -> None:
     if not text:
         st.caption("Type a topic name or id, a group id, a client id, principal or software, a broker id, host or "
                    "rack, a cluster name, id or tag, or a config key or value.")
+        st.page_link("../pages/across.py", label="A topic or a consumer group across the fleet",
+                     icon=":material/public:")
         return
     try:
         result = data.search(location, text, mode=mode, kinds=tuple(kinds), clusters=tuple(clusters),

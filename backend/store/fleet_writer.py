@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from backend.store import config_state, group_state, inventory_state, state
+from backend.store import config_state, group_state, inventory_state, standards_state, state
 from backend.store.group_model import GroupSnapshot
 from backend.store.incidents import IncidentTracker
 from backend.store.inventory_model import InventorySnapshot
@@ -24,11 +24,13 @@ from backend.store.schemas import (
     CHANGES,
     CLUSTER_SNAPSHOTS,
     DAY_TABLES,
+    POLICY_STATUS,
     SCHEMA_VERSION,
     TOPIC_SNAPSHOTS,
     ZK_SNAPSHOTS,
     schema_for,
 )
+from backend.store.standards_model import StandardsSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,8 @@ class FleetWriter:
         self.configs: dict[str, ConfigSnapshot] = _configs_from_state(lake, self.manifest)
         self.groups: dict[str, GroupSnapshot] = _groups_from_state(lake, self.manifest)
         self.inventory: dict[str, InventorySnapshot] = _inventory_from_state(lake, self.manifest)
+        self.standards: dict[str, StandardsSnapshot] = _standards_from_state(lake, self.manifest)
+        self._standards_day: dict[str, str] = {}  # per cluster, the day of its last baseline row of policy_status
         self.incidents = IncidentTracker(lake, flush_interval_s=flush_interval_s)
         self._last_compact: datetime | None = None
         self._polls_since_compact = 0
@@ -162,6 +166,7 @@ class FleetWriter:
         changes: list[dict[str, Any]] = []
         updates: dict[str, dict[str, pa.Table]] = {}
         degraded: dict[str, str] = {}
+        history: list[dict[str, Any]] = []
         for snapshot in poll.clusters:
             if not snapshot.has_data:
                 continue
@@ -176,6 +181,8 @@ class FleetWriter:
                 inventory_changes, inventory_tables = self._diff_inventory(poll, snapshot)
                 cluster_changes += inventory_changes
                 tables.update(inventory_tables)
+                policy_rows, policy_tables = self._diff_standards(poll, snapshot)
+                tables.update(policy_tables)
                 for kind, table in tables.items():
                     _to_table(state.STATE_TABLES[kind], table, schema_for(state.STATE_TABLES[kind]))
                 if cluster_changes:
@@ -193,9 +200,15 @@ class FleetWriter:
                 self.groups[snapshot.cluster_name] = snapshot.groups
             if snapshot.inventory is not None:
                 self.inventory[snapshot.cluster_name] = snapshot.inventory
+            if snapshot.standards is not None:
+                self.standards[snapshot.cluster_name] = snapshot.standards
+                history += policy_rows
+                self._standards_day[snapshot.cluster_name] = poll.polled_at.astimezone(UTC).date().isoformat()
         change_table = pa.Table.from_pylist(changes, schema=schema_for(CHANGES)) if changes else None
         if change_table is not None:
             self.lake.write(CHANGES, change_table, poll_id=poll.poll_id)
+        if history:
+            self.lake.write(POLICY_STATUS, history, poll_id=poll.poll_id)
         if updates:
             self.manifest = state.write_cluster_states(self.lake, self.manifest, updates)
         day = poll.polled_at.astimezone(UTC).date().isoformat()
@@ -205,7 +218,7 @@ class FleetWriter:
             state.write_manifest(self.lake, self.manifest)
         with_data = [s.cluster_name for s in poll.clusters if s.has_data and s.cluster_name not in degraded]
         alerts = [a for a in poll.alerts if a.cluster_name not in degraded]
-        transitions = self.incidents.observe(poll.poll_id, poll.polled_at, alerts, with_data)
+        transitions = self.incidents.observe(poll.poll_id, poll.polled_at, alerts, with_data, poll.hold)
         self.incidents.commit(poll.poll_id, poll.polled_at, transitions)
         if status_rows:
             rows = []
@@ -242,6 +255,7 @@ class FleetWriter:
         self.configs = _configs_from_state(self.lake, current)
         self.groups = _groups_from_state(self.lake, current)
         self.inventory = _inventory_from_state(self.lake, current)
+        self.standards = _standards_from_state(self.lake, current)
         self.incidents = IncidentTracker(self.lake, flush_interval_s=self.incidents.flush_interval_s)
 
     def _status_row(self, poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
@@ -390,6 +404,21 @@ class FleetWriter:
         rows = [change_row(poll, s, "client", kind, subject, before, after) for kind, subject, before, after in found]
         return rows, tables
 
+    def _diff_standards(self, poll: FleetPoll, s: ClusterSnapshot) -> tuple[list[dict[str, Any]], dict[str, pa.Table]]:
+        """History rows (changes, and the day's baseline) and state tables of the cluster's policy results."""
+        new = s.standards
+        if new is None:
+            return [], {}
+        prev = self.standards.get(s.cluster_name)
+        day = poll.polled_at.astimezone(UTC).date().isoformat()
+        baseline = self._standards_day.get(s.cluster_name) != day
+        if new is prev and not baseline:
+            return [], {}
+        rows = standards_state.history_rows(poll.poll_id, poll.polled_at, s.cluster_name, prev, new, baseline=baseline)
+        if new is prev:
+            return rows, {}
+        return rows, standards_state.state_tables(poll.poll_id, poll.polled_at, s.cluster_name, s.cluster_id, new)
+
     def state_tables(self) -> dict[str, pa.Table]:
         """The whole current state from memory (for checkpoints)."""
         parts: dict[str, list[pa.Table]] = {k: [] for k in state.CHECKPOINTED}
@@ -509,6 +538,12 @@ def _inventory_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, 
         return {}
     return inventory_state.snapshots_from_tables(state.read_state(lake, "inventory", manifest=manifest),
                                                  state.read_state(lake, "inventory_runs", manifest=manifest))
+
+
+def _standards_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, StandardsSnapshot]:
+    if not any(entry.get("policy_results") for entry in manifest.get("clusters", {}).values()):
+        return {}
+    return standards_state.snapshots_from_tables(state.read_state(lake, "policy_results", manifest=manifest))
 
 
 def migrate_v1_if_needed(lake: Lake) -> bool:

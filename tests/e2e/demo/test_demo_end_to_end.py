@@ -114,7 +114,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     lab_file.write_text(re.sub(r'(?m)^state_dir = .*$', f"state_dir = {json.dumps(str(tmp / 'state'))}", text, count=1))
     port, log = free_port(), tmp / "demo.log"
     cmd = [sys.executable, "-m", "backend", "demo", "--port", str(port), "--lake", str(tmp / "lake"), "--lab", str(lab_file),
-           "--clients", "240", "--poll-interval", "5", "--analyze-interval", "600"]  # fmt: skip
+           "--clients", "240", "--poll-interval", "5", "--analyze-interval", "600", "--api-port", "0"]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     run = DemoRun(proc, port, tmp / "lake", lab_file, log)
