@@ -103,6 +103,12 @@ class WriteResult:
     degraded: dict[str, str] = field(default_factory=dict)
     incidents_opened: int = 0
     incidents_resolved: int = 0
+    # What the write committed, for the search index (backend.search.updates): the state generation it started
+    # from and the one it left, its change rows, and the state tables it rewrote per cluster and kind.
+    base_generation: int | None = None
+    generation: int | None = None
+    change_rows: pa.Table | None = None  # the change log rows written (schema `changes`), None: none
+    tables: dict[str, dict[str, pa.Table]] = field(default_factory=dict)
 
 
 def _dumps(value: Mapping[str, Any] | None) -> str | None:
@@ -156,7 +162,7 @@ class FleetWriter:
     def write(self, poll: FleetPoll, *, status_rows: bool = True) -> WriteResult:
         """Write one poll; a cluster whose rows do not fit the schema gets a degraded status row."""
         self._follow_other_writer()
-        result = WriteResult()
+        result = WriteResult(base_generation=int(self.manifest.get("generation", 0)))
         changes: list[dict[str, Any]] = []
         updates: dict[str, dict[str, pa.Table]] = {}
         degraded: dict[str, str] = {}
@@ -198,8 +204,9 @@ class FleetWriter:
                 self.standards[snapshot.cluster_name] = snapshot.standards
                 history += policy_rows
                 self._standards_day[snapshot.cluster_name] = poll.polled_at.astimezone(UTC).date().isoformat()
-        if changes:
-            self.lake.write(CHANGES, changes, poll_id=poll.poll_id)
+        change_table = pa.Table.from_pylist(changes, schema=schema_for(CHANGES)) if changes else None
+        if change_table is not None:
+            self.lake.write(CHANGES, change_table, poll_id=poll.poll_id)
         if history:
             self.lake.write(POLICY_STATUS, history, poll_id=poll.poll_id)
         if updates:
@@ -227,6 +234,9 @@ class FleetWriter:
             self.lake.write(CLUSTER_SNAPSHOTS, table, poll_id=poll.poll_id)
             result.status_rows = len(rows)
         result.changes = len(changes)
+        result.change_rows = change_table
+        result.tables = updates
+        result.generation = int(self.manifest.get("generation", 0))
         result.clusters_rewritten = sorted(updates)
         result.degraded = degraded
         result.incidents_opened = len(transitions.opened)
