@@ -20,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8502)
     parser.add_argument("--rate", type=float, default=20.0, help="requests a second per principal")
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the event loop (asyncio: "
+                                                                                        "for comparison)")
+    parser.add_argument("--http", choices=("httptools", "h11"), default="httptools", help="the HTTP parser (h11: for "
+                                                                                            "comparison)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from backend.configs.sensitive import install_log_filter
@@ -33,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
                                  journal_dir=Path(args.journal_dir) if args.journal_dir else None,
                                  secrets_file=args.secrets, address=args.address, rate_per_s=args.rate,
                                  rate_burst=args.burst))
+    # uvloop and httptools (pinned in requirements.txt): the event loop and the HTTP parser in C, about a third of
+    # the CPU a memoised answer costs with asyncio's loop and h11 (benchmarks/README.md).
     uvicorn.run(app, host=args.address, port=args.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=5, server_header=False)
+                timeout_graceful_shutdown=5, server_header=False, loop=args.loop, http=args.http)
     return 0
 
 

@@ -1,8 +1,12 @@
-"""What every router shares: the caller's readers, JSON with ETag/304, problem+json, pages, documented responses."""
+"""What every router shares: the caller's readers, JSON answers, pages, documented responses.
+
+The gate (backend.api.gate) adds the ETag, answers 304 and compresses. A handler whose answer depends only on the
+caller's scope, its path and query and the data generation passes its ScopedLake (`sl=`) to `paged`,
+`model_response`, `list_response` or `cached_body`: the gate then memoises the encoded answer in that ScopedLake.
+"""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -43,8 +47,18 @@ def caller(request: Request) -> Caller:
 
 
 def scoped(request: Request) -> ScopedLake:
-    """The caller's grant-filtered readers of the lake."""
+    """The caller's grant-filtered readers of the lake (the next generation's, when the gate refreshes answers)."""
+    lake = getattr(request.state, "scoped_lake", None)
+    if isinstance(lake, ScopedLake):
+        return lake
     return request.app.state.api.lakes.for_caller(caller(request))  # type: ignore[no-any-return]
+
+
+def memoisable(request: Request, sl: ScopedLake | None) -> None:
+    """Let the gate keep this request's answer in `sl`: it depends only on the caller's scope (sl), the path, the
+    query and the data generation (not on the subject, the time of day or a header)."""
+    if sl is not None:
+        request.state.answer_of = sl
 
 
 def touched(request: Request, clusters: Iterable[object]) -> None:
@@ -57,35 +71,23 @@ def touched(request: Request, clusters: Iterable[object]) -> None:
     request.state.clusters = seen
 
 
-def etag_of(body: bytes) -> str:
-    """A weak ETag of a representation (weak: gzip may re-encode the bytes)."""
-    return 'W/"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-
-
-def _matches(header: str | None, tag: str) -> bool:
-    if not header:
-        return False
-    wanted = tag.removeprefix("W/")
-    return any(part.strip() == "*" or part.strip().removeprefix("W/") == wanted for part in header.split(","))
-
-
 def respond(request: Request, body: bytes, media_type: str = "application/json") -> Response:
-    """200 with an ETag, or 304 when If-None-Match holds it; private caching (the answer depends on the token)."""
-    tag = etag_of(body)
-    headers = {"ETag": tag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
-    if _matches(request.headers.get("if-none-match"), tag):
-        return Response(status_code=304, headers=headers)
-    return Response(body, media_type=media_type, headers=headers)
+    """200 with private caching (the answer depends on the token); the gate adds the ETag or answers 304."""
+    return Response(body, media_type=media_type, headers={"Cache-Control": "private, no-cache",
+                                                          "Vary": "Authorization"})
 
 
-def model_response(request: Request, model: BaseModel, clusters: Iterable[object] = ()) -> Response:
-    """A model as JSON (ETag, 304), noting the clusters it touched."""
+def model_response(request: Request, model: BaseModel, clusters: Iterable[object] = (), *,
+                   sl: ScopedLake | None = None) -> Response:
+    """A model as JSON, noting the clusters it touched (memoisable in `sl`)."""
     touched(request, clusters)
+    memoisable(request, sl)
     return respond(request, model.model_dump_json().encode("utf-8"))
 
 
-def list_response(request: Request, items: Sequence[BaseModel]) -> Response:
-    """A JSON list of models (ETag, 304)."""
+def list_response(request: Request, items: Sequence[BaseModel], *, sl: ScopedLake | None = None) -> Response:
+    """A JSON list of models (memoisable in `sl`)."""
+    memoisable(request, sl)
     body = b"[" + b",".join(i.model_dump_json().encode("utf-8") for i in items) + b"]"
     return respond(request, body)
 
@@ -93,7 +95,7 @@ def list_response(request: Request, items: Sequence[BaseModel]) -> Response:
 def paged(request: Request, frame: pd.DataFrame | Callable[[], pd.DataFrame], order: Order,
           build: Callable[[pd.Series], BaseModel], *, limit: int, cursor: str | None,
           cluster_column: str | None = "cluster_name", sl: ScopedLake | None = None) -> Response:
-    """One page of a frame in a stable order, as a Page of models (ETag, 304).
+    """One page of a frame in a stable order, as a Page of models.
 
     With `sl`, the answer is memoised in the caller's ScopedLake (which lives a few seconds and is shared by every
     caller who sees the same clusters): the same query, cursor and all, is computed once per data generation."""
@@ -111,9 +113,11 @@ def paged(request: Request, frame: pd.DataFrame | Callable[[], pd.DataFrame], or
     key = ("api-page", request.url.path, tuple(sorted(request.query_params.multi_items())))
     body, clusters = sl.once(key, compute) if sl is not None else compute()
     touched(request, clusters)
+    memoisable(request, sl)
     return respond(request, body)
 
 
 def cached_body(request: Request, sl: ScopedLake, build: Callable[[], bytes]) -> bytes:
-    """An answer's body memoised in the caller's ScopedLake, by path and query."""
+    """An answer's body memoised in the caller's ScopedLake, by path and query (and the whole answer by the gate)."""
+    memoisable(request, sl)
     return sl.once(("api-body", request.url.path, tuple(sorted(request.query_params.multi_items()))), build)

@@ -1,6 +1,6 @@
 """MCP tools (the `mcp` SDK, streamable HTTP at /mcp): the API's read functions for assistants, under the same auth.
 
-The gate of backend.api.app checks the bearer token, the grants and the rate limit of every /mcp request before the
+The gate (backend.api.gate) checks the bearer token, the grants and the rate limit of every /mcp request before the
 SDK sees it, and writes its audit record (the tool's name and arguments); each tool reads through the caller's
 ScopedLake and backend.api.queries, exactly as the HTTP endpoints do. Read-only: no tool changes anything.
 """
@@ -14,6 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from backend.api import queries as q
+from backend.api import standards as st
 from backend.api.access import ScopedLakes
 from backend.api.paging import Order, page_of
 from backend.api.routes.search import index_of
@@ -50,7 +51,8 @@ def build_mcp(state: ScopedLakes) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(
         name="fleetview", title="Kafka fleet view",
         instructions="Read-only facts about the Kafka clusters you may view: clusters, brokers and versions, topics, "
-                     "consumer groups and their lag, upgrade readiness, open incidents.")
+                     "consumer groups and their lag, upgrade readiness, open incidents, compliance with the policy "
+                     "file (standards).")
 
     @server.tool(annotations=READ_ONLY)
     def list_clusters(ctx: Context[Any, Any], tag: list[str] | None = None, status: list[str] | None = None
@@ -83,7 +85,7 @@ def build_mcp(state: ScopedLakes) -> MCPServer[Any]:
     def find_topic(ctx: Context[Any, Any], search: str) -> dict[str, Any]:
         """Topics across the fleet whose name holds `search` (or whose topic id starts with it), with their ids."""
         sl = _context(state, ctx, "find_topic", {"search": search})
-        frame = q.filter_topics(sl.all_topics(), search)
+        frame = q.filter_topics(sl.all_topics(), search, names=q.topic_names(sl) if search.strip() else None)
         page = page_of(frame, Order(("cluster_name", "topic")), limit=MAX_ROWS, cursor=None, sig="")
         topics = [q.topic_model(r).model_dump(mode="json") for _, r in page.rows.iterrows()]
         _touch(ctx, sorted({t["cluster"] for t in topics}))
@@ -146,5 +148,33 @@ def build_mcp(state: ScopedLakes) -> MCPServer[Any]:
         incidents = [q.incident_model(r).model_dump(mode="json") for _, r in frame.head(MAX_ROWS).iterrows()]
         _touch(ctx, sorted({i["cluster"] for i in incidents if i["cluster"]}))
         return {"incidents": incidents, "total": len(frame)}
+
+    @server.tool(annotations=READ_ONLY)
+    def standards(ctx: Context[Any, Any], cluster: list[str] | None = None, policy: str | None = None,
+                  outcome: list[str] | None = None) -> dict[str, Any]:
+        """How the clusters you may view meet the policy file: % passing overall, per cluster and per policy (worst
+        first). With `policy`: that policy's findings, the topics, brokers, groups and client values behind it
+        (`outcome`: violation, unknown, upcoming, waived)."""
+        sl = _context(state, ctx, "standards", {"cluster": cluster, "policy": policy, "outcome": outcome})
+        try:
+            found = st.standards(sl, clusters=cluster or [])
+            out: dict[str, Any] = {
+                "overview": st.overview(sl, clusters=cluster or []).model_dump(mode="json"),
+                "clusters": [st.cluster_compliance(r).model_dump(mode="json")
+                             for _, r in st.by_cluster(found).head(MAX_ROWS).iterrows()],
+                "policies": [st.policy_compliance(sl, r).model_dump(mode="json")
+                             for _, r in st.by_policy(found, policies=[policy] if policy else []).head(MAX_ROWS)
+                             .iterrows()]}
+            if policy:
+                frame = st.findings(sl, policy, clusters=cluster or [], outcomes=outcome or [])
+                out["findings"] = [st.finding_model(sl, r).model_dump(mode="json")
+                                   for _, r in frame.head(MAX_ROWS).iterrows()]
+                out["findings_total"] = len(frame)
+        except q.NotFound as exc:
+            raise _hidden(exc) from None
+        except q.Invalid as exc:
+            raise ToolError(str(exc)) from None
+        _touch(ctx, [c["cluster"] for c in out["clusters"]])
+        return out
 
     return server

@@ -323,6 +323,113 @@ class Index(_Model):
     mcp: str
 
 
+# ------------------------------------------------------------------ standards (issue 39: policies per tag, waivers)
+
+StandardsStatus = Literal["violation", "unknown", "upcoming", "waived", "pass"]
+
+
+class PolicyFile(_Model):
+    """Where the policy file stands: the one the poller judges with, and its last refusal."""
+
+    name: str | None = Field(None, description="the policy file's name (its directory is the server's business)")
+    digest: str | None = Field(None, description="digest of the policy set the results were judged with")
+    loaded_at: str | None = None
+    using: str | None = Field(None, description="file, or what the poller fell back to")
+    error: str | None = Field(None, description="why the file's latest version was refused (the last good one "
+                                                "stays in force)")
+    error_at: str | None = None
+
+
+class Compliance(_Model):
+    """Policy/cluster pairs judged, the share passing (pass, waived and upcoming pass; violation and unknown do
+    not) and the count of each status."""
+
+    pairs: int
+    passing: int
+    percent_passing: float | None = Field(None, description="null when nothing was judged")
+    statuses: dict[StandardsStatus, int]
+
+
+class StandardsOverview(_Model):
+    """Compliance over the clusters the caller may view (and the filters), with the policy file's state."""
+
+    file: PolicyFile
+    policies: int
+    clusters: int
+    compliance: Compliance
+
+
+class ClusterCompliance(_Model):
+    """One cluster: the policies that apply to it and how many pass."""
+
+    cluster: str
+    policies: int
+    compliance: Compliance
+
+
+class PolicyCompliance(_Model):
+    """One policy of the policy file: what it asks, and how many of the (visible) clusters it applies to pass."""
+
+    policy_id: str
+    title: str | None = None
+    severity: str | None = None
+    check: str | None = None
+    selector: str | None = Field(None, description="the cluster tags it applies to ('every cluster')")
+    wanted: str | None = None
+    clusters: int = Field(description="visible clusters the policy applies to")
+    compliance: Compliance
+
+
+class PolicyResult(_Model):
+    """The current result of one policy on one cluster."""
+
+    cluster: str
+    policy_id: str
+    title: str | None = None
+    severity: str | None = None
+    status: StandardsStatus
+    checked: int | None = Field(None, description="subjects checked (topics, brokers, groups, client values)")
+    passing: int | None = None
+    violating: int | None = None
+    unknown: int | None = None
+    waived: int | None = None
+    upcoming: int | None = None
+    reason: str = ""
+    since: datetime | None = Field(None, description="in this status since")
+    evaluated_at: datetime | None = None
+    evidence_at: datetime | None = Field(None, description="when the evidence judged was read")
+    stale: bool = Field(False, description="judged with an earlier version of the policy file")
+
+
+class Finding(_Model):
+    """A subject of one policy on one cluster that does not pass (or is waived, or not yet in force)."""
+
+    cluster: str
+    policy_id: str
+    kind: str = Field(description="topic, broker, group, client value, cluster")
+    name: str
+    outcome: StandardsStatus
+    seen: str | None = None
+    wanted: str | None = None
+    reason: str = ""
+    count: int | None = None
+    since: datetime | None = None
+    waiver: str | None = Field(None, description="the waiver that covers it, if any")
+
+
+class StandardsTrendPoint(_Model):
+    """% passing on one day, fleet-wide, for one cluster or for one policy."""
+
+    day: datetime
+    scope: Literal["fleet", "cluster", "policy"]
+    name: str = Field(description="'fleet', a cluster or a policy id")
+    pairs: int
+    passing: int
+    violation: int
+    unknown: int
+    percent_passing: float | None = None
+
+
 # ------------------------------------------------------------------ search and across the fleet (issue 38)
 SearchKind = Literal["topic", "group", "client", "broker", "cluster", "config"]
 SearchMode = Literal["substring", "prefix", "regex"]

@@ -11,10 +11,14 @@ import json
 import math
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import StringConstraints
 
 from backend.api import models as m
@@ -157,13 +161,47 @@ def brokers(sl: ScopedLake, cluster: str) -> list[m.Broker]:
 # ------------------------------------------------------------------ topics
 
 
+@dataclass(frozen=True)
+class TopicNames:
+    """A topic frame's names and topic ids, lower-cased once (Arrow strings): a search is then one substring scan in
+    C instead of lower-casing every name again."""
+
+    frame: pd.DataFrame
+    names: pa.Array
+    ids: pa.Array
+
+    def matching(self, needle: str) -> np.ndarray:
+        """Rows whose lower-cased name holds `needle` or whose lower-cased topic id starts with it."""
+        found = pc.or_(pc.match_substring(self.names, needle), pc.starts_with(self.ids, needle))
+        return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def topic_names(sl: ScopedLake, cluster: str | None = None) -> TopicNames | None:
+    """The lower-cased names and ids of `sl.all_topics()` (or of one cluster's `sl.latest_topics`), once per
+    generation; None when a name cannot be an Arrow string (the plain path then searches)."""
+    def build() -> TopicNames | None:
+        frame = sl.all_topics() if cluster is None else sl.latest_topics(cluster)
+        try:
+            names = pa.array([str(t).lower() if t is not None else "" for t in frame["topic"]], type=pa.string())
+            ids = pa.array([str(t).lower() if isinstance(t, str) else "" for t in frame["topic_id"]], type=pa.string())
+        except (pa.ArrowException, UnicodeError):
+            return None
+        return TopicNames(frame, names, ids)
+
+    return sl.once(("topic-names", cluster), build)
+
+
 def filter_topics(frame: pd.DataFrame, search: str = "", include_internal: bool = True,
-                  only_under_replicated: bool = False) -> pd.DataFrame:
-    """Topics whose name holds `search` or whose topic id starts with it (the Cluster page's search)."""
+                  only_under_replicated: bool = False, *, names: TopicNames | None = None) -> pd.DataFrame:
+    """Topics whose name holds `search` or whose topic id starts with it (the Cluster page's search); `names`: the
+    frame's lower-cased names, when they were made for this very frame."""
     if search.strip():
         needle = search.strip().lower()
-        frame = frame[frame["topic"].str.lower().str.contains(needle, regex=False)
-                      | frame["topic_id"].fillna("").str.lower().str.startswith(needle)]
+        if names is not None and names.frame is frame:
+            frame = frame[names.matching(needle)]
+        else:
+            frame = frame[frame["topic"].str.lower().str.contains(needle, regex=False)
+                          | frame["topic_id"].fillna("").str.lower().str.startswith(needle)]
     if not include_internal:
         frame = frame[~frame["internal"].fillna(False).astype(bool)]
     if only_under_replicated:

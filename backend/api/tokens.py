@@ -9,11 +9,11 @@ names the issuer and the JWKS. Keys are cached and fetched again when a token na
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,7 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 LEEWAY_S = 10
 FETCH_TIMEOUT_S = 5.0
 MAX_TOKEN_BYTES = 16 * 1024
+MAX_CACHED_TOKENS = 4096
 log = logging.getLogger(__name__)
 
 
@@ -53,6 +54,10 @@ class Provider:
 def _b64json(part: str) -> Any:
     padded = part + "=" * (-len(part) % 4)
     return json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
 def token_header(token: str) -> dict[str, Any]:
@@ -88,7 +93,7 @@ class TokenVerifier:
         self._keys: KeySet | None = None
         self._kids: frozenset[str] = frozenset()
         self._fetched_at = -1e18
-        self._accepted: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._accepted: dict[bytes, tuple[float, dict[str, Any]]] = {}
         self.key_fetches = 0
 
     def _discover(self) -> None:
@@ -132,12 +137,22 @@ class TokenVerifier:
         """The provider's issuer, once discovered."""
         return self._issuer
 
+    def cached(self, token: str) -> dict[str, Any] | None:
+        """The claims of a token this verifier accepted before and that has not expired yet (None: verify it).
+
+        Keyed by the token's digest, kept until its `exp` (plus the leeway `verify` grants): a repeat costs a hash and
+        a dictionary look-up, never a signature check; nothing but the digest is kept of the token itself."""
+        if len(token) > MAX_TOKEN_BYTES:
+            return None
+        hit = self._accepted.get(_digest(token))
+        return hit[1] if hit is not None and hit[0] > self._now() else None
+
     def verify(self, token: str) -> dict[str, Any]:
         """The token's claims when it is accepted; raises TokenError (or ProviderError) otherwise."""
+        known = self.cached(token)
+        if known is not None:
+            return known
         now = self._now()
-        cached = self._accepted.get(token)
-        if cached is not None and cached[0] > now:
-            return cached[1]
         header = token_header(token)
         alg = header.get("alg")
         if alg not in ALGORITHMS:
@@ -162,11 +177,12 @@ class TokenVerifier:
         if "nonce" in claims or claims.get("typ") == "ID":
             raise TokenError("an ID token is not an access token: ask the provider for an access token")
         exp = claims.get("exp")
-        if isinstance(exp, int | float):
+        if isinstance(exp, int | float) and float(exp) + self.leeway_s > now:
             with self._lock:
-                self._accepted[token] = (min(float(exp) + self.leeway_s, now + 60.0), claims)
-                while len(self._accepted) > 4096:
-                    self._accepted.popitem(last=False)
+                if len(self._accepted) >= MAX_CACHED_TOKENS:  # the oldest accepted first
+                    for stale in list(self._accepted)[: MAX_CACHED_TOKENS // 4]:
+                        del self._accepted[stale]
+                self._accepted[_digest(token)] = (float(exp) + self.leeway_s, claims)
         return claims
 
 

@@ -17,6 +17,7 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -85,10 +86,16 @@ class AuditJournal:
 
     def append(self, record: AuditRecord) -> bool:
         """Write one record and wait until it is on disk; False (logged, counted) when the disk refused it."""
-        line = record.line()
+        return self.append_many([record])
+
+    def append_many(self, records: Sequence[AuditRecord]) -> bool:
+        """Write records (one write, one fsync, shared with concurrent callers) and wait until they are on disk."""
+        lines = [record.line() for record in records]
+        if not lines:
+            return True
         with self._cond:
-            self._pending.append(line)
-            self._queued += 1
+            self._pending.extend(lines)
+            self._queued += len(lines)
             mine = self._queued
             ok = True
             while self._durable < mine:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-import uuid
+import os
+import secrets
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +23,9 @@ MAX_PARAM_VALUE = 256
 MAX_PARAMS = 32
 MAX_CLUSTERS = 200
 MAX_GROUPS = 200
+MAX_CACHED_TEXT = 300  # clean texts up to this long are checked once per process
+MAX_CACHED_TEXTS = 8192
+_CLEAN_TEXTS: dict[tuple[str, int], str] = {}
 # Parameter names whose values are never kept, whatever they look like (OAuth and session material).
 _SECRET_PARAMS = frozenset({"authorization", "cookie", "set-cookie", "code", "state", "nonce", "code_verifier",
                             "access_token", "id_token", "refresh_token", "client_secret", "assertion", "session",
@@ -29,9 +35,43 @@ _SECRET_PARAMS = frozenset({"authorization", "cookie", "set-cookie", "code", "st
 def _text(value: object, limit: int = MAX_TEXT) -> str:
     """Text for the audit log: credential-shaped spans redacted, control characters dropped, length capped."""
     text = value if isinstance(value, str) else str(value)
-    text = "".join(ch for ch in text if ch.isprintable() or ch == " ")
+    if len(text) > MAX_CACHED_TEXT:
+        return _clean(text, limit)
+    known = _CLEAN_TEXTS.get((text, limit))  # the same user agents, subjects, actions, addresses, again and again
+    if known is not None:
+        return known
+    cleaned = _clean(text, limit)
+    if cleaned == text and len(_CLEAN_TEXTS) < MAX_CACHED_TEXTS:  # only texts with nothing to redact are kept
+        _CLEAN_TEXTS[(text, limit)] = cleaned
+    return cleaned
+
+
+def _clean(text: str, limit: int) -> str:
+    if not text.isprintable():
+        text = "".join(ch for ch in text if ch.isprintable() or ch == " ")
     text = redact_shapes(text)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+class _RecordIds:
+    """Record ids: 32 hex digits, a random prefix per process and a counter (no system call per record)."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._prefix = ""
+        self._count = itertools.count()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        pid = os.getpid()
+        if pid != self._pid:  # a forked child gets a prefix of its own
+            with self._lock:
+                if pid != self._pid:
+                    self._prefix, self._count, self._pid = secrets.token_hex(10), itertools.count(), pid
+        return f"{self._prefix}{next(self._count) & 0xFFFFFFFFFFFF:012x}"
+
+
+new_record_id = _RecordIds()
 
 
 def secret_param(name: str) -> bool:
@@ -77,7 +117,7 @@ class AuditRecord:
     duration_ms: float | None = None
     detail: str = ""
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    record_id: str = field(default_factory=new_record_id)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

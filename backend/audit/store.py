@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,13 +51,19 @@ class AuditLog:
 
     def record(self, record: AuditRecord) -> bool:
         """Write one record durably before returning; False when it could not be written (logged)."""
+        return self.record_many([record])
+
+    def record_many(self, records: Sequence[AuditRecord]) -> bool:
+        """Write records durably (one write and one fsync for all) before returning; False when they could not be."""
+        if not records:
+            return True
         if self.directory is not None:
-            return journal_for(self.directory).append(record)
+            return journal_for(self.directory).append_many(records)
         try:
-            Lake(self.lake).write(AUDIT, [record.row()], poll_id=new_poll_id(record.at))
+            Lake(self.lake).write(AUDIT, [r.row() for r in records], poll_id=new_poll_id(max(r.at for r in records)))
             return True
         except (OSError, ValueError) as exc:
-            log.error("audit record not written to %s: %s", self.lake, exc)
+            log.error("%d audit record(s) not written to %s: %s", len(records), self.lake, exc)
             return False
 
 

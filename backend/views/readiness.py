@@ -328,14 +328,15 @@ def _client_items(name: str, run: pd.Series | None, rows: pd.DataFrame, brokers:
     return [("removed protocol versions", *protocol), ("client software floor", *floor)]
 
 
-def _group_item(name: str, groups: pd.DataFrame | None, groups_read: Collection[str] | None = None
-                ) -> tuple[str, str, str]:
+def _group_item(name: str, groups: pd.DataFrame | None, groups_read: Collection[str] | None = None,
+                mine: pd.DataFrame | None = None) -> tuple[str, str, str]:
     item = "consumer groups on the classic protocol"
     if groups is None:
         return item, UNKNOWN, "consumer groups not collected"
     if groups_read is not None and name not in groups_read:
         return item, UNKNOWN, "consumer groups not read yet (group_interval_s, or reading them failed)"
-    mine = groups[groups["cluster_name"] == name]
+    if mine is None:
+        mine = groups[groups["cluster_name"] == name]
     live = mine[~mine["state"].fillna("").str.lower().isin(["dead"])]
     # classic groups of subscribing consumers; assign-only groups (protocol type "") use no rebalance protocol at all
     classic = live[(live["group_type"] == "classic") & (live["protocol_type"].fillna("consumer") == "consumer")]
@@ -641,19 +642,23 @@ def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataF
     verdicts: list[dict[str, object]] = []
     key_rows: list[dict[str, object]] = []
     instance_rows: list[dict[str, object]] = []
+    # Each frame split by cluster once (the same rows, in the same order, as a filter on the name per cluster).
+    brokers_of, runs_of, inventory_of = _by_cluster(brokers), _by_cluster(runs), _by_cluster(inventory)
+    groups_of = _by_cluster(groups) if groups is not None else {}
     for _, cluster in clusters.sort_values("cluster_name").iterrows():
         name = str(cluster["cluster_name"])
-        mine = brokers[brokers["cluster_name"] == name] if not brokers.empty else brokers
-        run_rows = runs[runs["cluster_name"] == name] if not runs.empty else runs
+        mine = brokers_of.get(name, brokers.iloc[0:0])
+        run_rows = runs_of.get(name, runs.iloc[0:0])
         run = run_rows.iloc[-1] if not run_rows.empty else None
-        rows = inventory[inventory["cluster_name"] == name] if not inventory.empty else inventory
+        rows = inventory_of.get(name, inventory.iloc[0:0])
         config_items, config_rows, named = _config_items(name, default_share, distributions, client_versions, alerts,
                                                          target)
         key_rows += config_rows
         instance_rows += named
         checklist = [*_broker_items(cluster, mine, release_key(target)),
                      *_client_items(name, run, rows, mine, target, now),
-                     _group_item(name, groups, groups_read),
+                     _group_item(name, groups, groups_read,
+                                 None if groups is None else groups_of.get(name, groups.iloc[0:0])),
                      *config_items]
         for item, status, detail in checklist:
             items.append({"cluster_name": name, "item": item, "status": status, "detail": detail})
@@ -673,6 +678,13 @@ def readiness(clusters: pd.DataFrame, brokers: pd.DataFrame, inventory: pd.DataF
     return Readiness(target, pd.DataFrame(verdicts, columns=columns),
                      pd.DataFrame(items, columns=["cluster_name", "item", "status", "detail"]), keys,
                      pd.DataFrame(instance_rows, columns=list(INSTANCE_COLUMNS)))
+
+
+def _by_cluster(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A frame's rows per cluster name, in their order (one pass instead of one filter per cluster)."""
+    if frame.empty or "cluster_name" not in frame:
+        return {}
+    return {str(name): part for name, part in frame.groupby("cluster_name", sort=False, dropna=True)}
 
 
 def client_items_ready(report: Readiness, cluster: str) -> bool:

@@ -8,7 +8,7 @@ the scope does not exist for the caller: not in a list, a count or an error.
 
 Pure (no Streamlit). Readers memoise within one object, so the readers that build on others (results named by
 cluster, readiness) read each table once; the pages keep one object per (lake, visible names) for a few seconds
-(dashboard/data.py), the API one per (lake, visible names) for a few seconds (backend/api/readers.py). Returned
+(dashboard/data.py), the API one per (lake, visible names) for a few seconds (backend/api/access.py). Returned
 frames are shared within the object: callers copy before they change one.
 """
 
@@ -72,6 +72,14 @@ class ScopedLake:
             if key not in self._memo:
                 self._memo[key] = build()
             return self._memo[key]  # type: ignore[no-any-return]
+
+    def peek(self, key: tuple[Any, ...]) -> Any | None:
+        """What `once` or `keep` memoised under key, or None: never builds, never waits (an event loop may call it)."""
+        return self._memo.get(key)
+
+    def keep(self, key: tuple[Any, ...], value: T) -> T:
+        """Memoise a value built elsewhere (the first one kept wins) and return the kept one."""
+        return self._memo.setdefault(key, value)  # type: ignore[no-any-return]
 
     def by_name(self, frame: pd.DataFrame, column: str = "cluster_name") -> pd.DataFrame:
         """Rows of visible clusters, hidden names replaced in the text columns."""

@@ -32,7 +32,7 @@ def list_clusters(request: Request, sl: Annotated[ScopedLake, Depends(scoped)], 
 @router.get("/clusters/{cluster}", response_model=m.Cluster, responses=NOT_FOUND, summary="One cluster")
 def get_cluster(request: Request, cluster: str, sl: Annotated[ScopedLake, Depends(scoped)]) -> Response:
     """One cluster as its latest poll saw it (404 for a cluster the caller may not view, as for one that is not)."""
-    return model_response(request, q.cluster_model(sl, q.require_cluster(sl, cluster)), [cluster])
+    return model_response(request, q.cluster_model(sl, q.require_cluster(sl, cluster)), [cluster], sl=sl)
 
 
 @router.get("/clusters/{cluster}/brokers", response_model=list[m.Broker], responses=NOT_FOUND,
@@ -40,7 +40,7 @@ def get_cluster(request: Request, cluster: str, sl: Annotated[ScopedLake, Depend
 def get_brokers(request: Request, cluster: str, sl: Annotated[ScopedLake, Depends(scoped)]) -> Response:
     """Each broker's id, host, rack, software and version with its provenance and range (controller first)."""
     request.state.clusters = [cluster]
-    return list_response(request, q.brokers(sl, cluster))
+    return list_response(request, q.brokers(sl, cluster), sl=sl)
 
 
 @router.get("/clusters/{cluster}/configs", response_model=list[m.BrokerConfig], responses=NOT_FOUND,
@@ -49,7 +49,7 @@ def get_configs(request: Request, cluster: str, sl: Annotated[ScopedLake, Depend
                 include_defaults: bool = False) -> Response:
     """Configs the brokers disagree on first, then non-default ones (every config with include_defaults)."""
     request.state.clusters = [cluster]
-    return list_response(request, q.broker_configs(sl, cluster, include_defaults))
+    return list_response(request, q.broker_configs(sl, cluster, include_defaults), sl=sl)
 
 
 @router.get("/configs/compare", response_model=list[m.ConfigComparison], responses=NOT_FOUND,
@@ -60,4 +60,4 @@ def compare_configs(request: Request, sl: Annotated[ScopedLake, Depends(scoped)]
     """The drift of broker configs between clusters: differences first, 'differs within the cluster' where a
     cluster's own brokers disagree."""
     request.state.clusters = list(cluster)
-    return list_response(request, q.compare_configs(sl, cluster, include_defaults))
+    return list_response(request, q.compare_configs(sl, cluster, include_defaults), sl=sl)

@@ -41,4 +41,4 @@ def list_groups(request: Request, sl: Annotated[ScopedLake, Depends(scoped)],
 def get_group(request: Request, cluster: str, group: str, sl: Annotated[ScopedLake, Depends(scoped)]) -> Response:
     """Status and evidence, members, lag per topic and per partition (as kafka-consumer-groups.sh --describe).
     The group id is the rest of the path, percent-encoded."""
-    return model_response(request, q.group_detail(sl, cluster, group), [cluster])
+    return model_response(request, q.group_detail(sl, cluster, group), [cluster], sl=sl)

@@ -29,11 +29,12 @@ def list_topics(request: Request, sl: Annotated[ScopedLake, Depends(scoped)], se
                 limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """Every visible cluster's topics that match, by cluster and name."""
     def matching() -> pd.DataFrame:
-        frame = sl.all_topics()
+        frame = q.filter_topics(sl.all_topics(), search, include_internal, under_replicated,
+                                names=q.topic_names(sl) if search.strip() else None)
         if cluster or tag:
             names = set(q.clusters_frame(sl, tags=tag, names=cluster)["cluster_name"])
             frame = frame[frame["cluster_name"].isin(names)]
-        return q.filter_topics(frame, search, include_internal, under_replicated)
+        return frame
 
     return paged(request, matching, ORDER, q.topic_model, limit=limit, cursor=cursor, sl=sl)
 
@@ -46,12 +47,13 @@ def cluster_topics(request: Request, cluster: str, sl: Annotated[ScopedLake, Dep
     """Name, topic id, partitions, replication factor, under-replicated partitions, by name."""
     q.require_cluster(sl, cluster)
     return paged(request, lambda: q.filter_topics(sl.latest_topics(cluster), search, include_internal,
-                                                  under_replicated), ORDER, q.topic_model, limit=limit, cursor=cursor,
-                 sl=sl)
+                                                  under_replicated,
+                                                  names=q.topic_names(sl, cluster) if search.strip() else None),
+                 ORDER, q.topic_model, limit=limit, cursor=cursor, sl=sl)
 
 
 @router.get("/clusters/{cluster}/topics/{topic}", response_model=m.TopicDetail, responses=NOT_FOUND,
             summary="One topic")
 def get_topic(request: Request, cluster: str, topic: str, sl: Annotated[ScopedLake, Depends(scoped)]) -> Response:
     """A topic with its config overrides and every time it was deleted and created again (old and new ids)."""
-    return model_response(request, q.topic_detail(sl, cluster, topic), [cluster])
+    return model_response(request, q.topic_detail(sl, cluster, topic), [cluster], sl=sl)

@@ -177,6 +177,8 @@ def api_rig(zookeeper: ZooKeeperServer, spark: Any, tmp_path_factory: pytest.Tem
     idp: OidcProvider | None = None
     try:
         lab_fleet = lab.write_fleet_file(root / "lab-clusters.toml")
+        (root / "policies.toml").write_text((REPO / "policies.example.toml").read_text(encoding="utf-8"),
+                                            encoding="utf-8")  # beside both fleet files: every poll judges it
         lake = root / "lake"
         push_client_fleet(lab, 120, seed=20)
         fleet = load_fleet(lab_fleet, secrets_path=root / "no-secrets.toml")
@@ -207,6 +209,7 @@ def api_rig(zookeeper: ZooKeeperServer, spark: Any, tmp_path_factory: pytest.Tem
             text = text.replace(line, line + access + "\n")
         fleet_file = root / "clusters.toml"
         fleet_file.write_text(AUTH_TOML.format(audience=AUDIENCE) + text, encoding="utf-8")
+        # The demo's policy file beside the fleet file: serve's poller judges the lab against it (/standards).
         secrets_file = root / "secrets.toml"
         secrets_file.write_text(idp.secrets_toml(COOKIE_SECRET), encoding="utf-8")
         log = root / "serve.log"

@@ -21,7 +21,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from backend.views import fleet_views, group_views
+from backend.views import fleet_views, group_views, standards_views
 from backend.views.scoped import ScopedLake
 from tests.conftest import wait_for_streamlit
 from tests.e2e.api.conftest import AUDIENCE, GRANTED, ApiRig, decoded
@@ -30,6 +30,7 @@ from tests.e2e.auth.conftest import block_the_internet
 CANARY_PASSWORD = "canary-password-5d1e"  # typed into the provider's sign-in form
 CANARY_QUERY = "eyJhbGciOiJIUzI1NiJ9.eyJjYW5hcnkiOjF9.Y2FuYXJ5LXF1ZXJ5LXRva2Vu"
 CANARY_COOKIE = "canary-forged-cookie-4b7c"
+POLICY = "prod-replication-factor"  # policies.example.toml: the lab's prod clusters have topics with fewer replicas
 
 
 def _pages(rig: ApiRig, path: str, client: str, **params: Any) -> tuple[list[dict[str, Any]], list[bytes]]:
@@ -179,8 +180,10 @@ def test_a_token_for_2_of_7_clusters_reads_nothing_of_the_other_5(api_rig: ApiRi
     groups_of_hidden = {n: [g["group_id"] for g in rig.get("/groups", "m-ops", params={"cluster": n,
                                                                                         "limit": 5}).json()["items"]]
                         for n in hidden}
+    policy = POLICY
+    _eventually("standards judged", lambda: rig.get("/standards", "m-ops").json()["compliance"]["pairs"] > 0, 60)
     for path, operations in spec["paths"].items():
-        route = path.removeprefix("/api/v1")
+        route = path.removeprefix("/api/v1").replace("{policy}", policy)
         if "get" not in operations:
             continue
         if "{cluster}" not in route:
@@ -243,7 +246,8 @@ def test_a_token_for_2_of_7_clusters_reads_nothing_of_the_other_5(api_rig: ApiRi
 
     # The same through every MCP tool.
     calls = [("list_clusters", {}), ("find_topic", {"search": ""}), ("find_group", {}), ("readiness", {}),
-             ("open_incidents", {}), ("search_fleet", {"text": "e", "limit": 200})]
+             ("open_incidents", {}), ("search_fleet", {"text": "e", "limit": 200}), ("standards", {}),
+             ("standards", {"policy": POLICY})]
     for name in hidden:
         calls += [("describe_cluster", {"cluster": name}), ("readiness", {"cluster": [name]}),
                   ("group_lag", {"cluster": name, "group": (groups_of_hidden.get(name) or ["g"])[0]}),
@@ -282,11 +286,12 @@ def test_mcp_tools_through_the_sdk_client(api_rig: ApiRig) -> None:
                                           ("group_lag", {"cluster": "prod-eu", "group": group}),
                                           ("readiness", {"target": "4.1", "cluster": ["legacy-zk"]}),
                                           ("open_incidents", {}),
-                                          ("search_fleet", {"text": "payments", "kind": ["topic"]})])
+                                          ("search_fleet", {"text": "payments", "kind": ["topic"]}),
+                                          ("standards", {"policy": POLICY, "outcome": ["violation"]})])
     assert "error" not in out, out.get("error")
     tools = {t.name: t for t in out["tools"]}
     assert set(tools) == {"list_clusters", "describe_cluster", "find_topic", "find_group", "group_lag", "readiness",
-                          "open_incidents", "search_fleet"}
+                          "open_incidents", "search_fleet", "standards"}
     assert all(t.annotations and t.annotations.read_only_hint and not t.annotations.destructive_hint
                for t in tools.values())
 
@@ -311,6 +316,11 @@ def test_mcp_tools_through_the_sdk_client(api_rig: ApiRig) -> None:
     same = rig.get("/search", params={"q": "payments", "kind": "topic", "limit": 50}).json()
     assert [(h["cluster"], h["name"], h["id"]) for h in searched["hits"]] == [
         (h["cluster"], h["name"], h["id"]) for h in same["hits"]] and searched["total"] == same["total"]
+    judged = result("standards", {"policy": POLICY, "outcome": ["violation"]})
+    findings = rig.get(f"/standards/policies/{POLICY}/findings", params={"outcome": "violation", "limit": 1000}).json()
+    assert judged["findings_total"] == findings["total"] > 0  # the lab's seeded problems violate it
+    assert judged["findings"] == findings["items"][:len(judged["findings"])]
+    assert judged["overview"]["compliance"] == rig.get("/standards").json()["compliance"]
 
 
 def test_schemathesis_every_answer_matches_the_openapi_document(api_rig: ApiRig) -> None:
@@ -319,7 +329,8 @@ def test_schemathesis_every_answer_matches_the_openapi_document(api_rig: ApiRig)
     schema = schemathesis.openapi.from_url(f"{api_rig.api}/openapi.json")
     headers = {"Authorization": f"Bearer {api_rig.token('m-fuzz')}"}
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) >= 18
+    assert len(operations) >= 24
+    assert {o.path for o in operations} >= {"/api/v1/standards", "/api/v1/standards/policies/{policy}/findings"}
     for operation in operations:
         @given(case=operation.as_strategy())
         @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
@@ -364,6 +375,18 @@ def test_pages_and_the_api_agree_with_each_other_and_with_the_brokers(api_rig: A
                 (c, g, None if v is None or v != v else int(v), s) for c, g, v, s in
                 zip(lake.groups()["cluster_name"], lake.groups()["group_id"], rows["lag"].astype(object),
                     lake.groups()["status"], strict=True)):
+            return False
+        # Standards as the Standards page counts them (backend.views.standards_views), per cluster and per policy.
+        found = lake.standards()
+        by_cluster = standards_views.by_cluster(found)
+        api_clusters = _pages(rig, "/standards/clusters", "m-ops")[0]
+        if [(c["cluster"], c["compliance"]["percent_passing"], c["compliance"]["statuses"]["violation"])
+                for c in api_clusters] != list(zip(by_cluster["cluster_name"], by_cluster["percent_passing"],
+                                                   by_cluster["violation"], strict=True)) or not api_clusters:
+            return False
+        by_policy = standards_views.by_policy(found)
+        if {p["policy_id"]: p["compliance"]["passing"] for p in _pages(rig, "/standards/policies", "m-ops")[0]} != \
+                dict(zip(by_policy["policy_id"], by_policy["passing"], strict=True)):
             return False
         # Readiness as the Upgrade readiness page computes it.
         report = lake.readiness("4.1")

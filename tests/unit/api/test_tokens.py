@@ -63,6 +63,30 @@ def test_a_good_token_gives_its_claims_and_is_checked_once(idp: Idp) -> None:
     assert check.key_fetches == 1
 
 
+def test_an_accepted_token_is_found_by_its_digest_until_it_expires(idp: Idp, monkeypatch: pytest.MonkeyPatch) -> None:
+    moved = {"s": 0.0}
+    check = TokenVerifier(Provider(f"{ISSUER}/.well-known/openid-configuration", AUDIENCE), fetch=idp.fetch,
+                          now=lambda: time.time() + moved["s"])
+    token = idp.token(groups=["team-eu"])  # expires in 300 s
+    assert check.cached(token) is None
+    check.verify(token)
+    from joserfc import jwt as joserfc_jwt
+
+    def no_signature_checks(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a cached token was checked again")
+
+    monkeypatch.setattr(joserfc_jwt, "decode", no_signature_checks)
+    moved["s"] = 280
+    assert check.cached(token) is not None and check.verify(token)["groups"] == ["team-eu"]
+    assert token not in check._accepted and all(isinstance(k, bytes) and len(k) == 32 for k in check._accepted)
+    monkeypatch.undo()
+    moved["s"] = 300 + check.leeway_s + 1  # past exp and the leeway: no longer cached, and refused
+    assert check.cached(token) is None
+    with pytest.raises(TokenError, match="expired"):
+        check.verify(token)
+    assert check.cached(idp.token()[:-2] + "xx") is None
+
+
 @pytest.mark.parametrize(("claims", "reason"), [
     (lambda now: {"exp": now - 3600}, "expired"),
     (lambda now: {"aud": "someone-else"}, "audience"),
