@@ -14,7 +14,7 @@ from backend.store.atomic import write_parquet_atomic
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 from backend.store.location import parse_lake
 from backend.store.progress import load_state, save_state
-from backend.store.tables import read_table, replace_table
+from backend.store.tables import update_table
 
 INGEST_STATE_AREA = "ingest"
 
@@ -88,9 +88,10 @@ def write_quarantine(lake: str, rejected: list[Rejected], at: datetime) -> str |
 
 
 def append_ingest_stats(lake: str, rows: pa.Table) -> None:
-    """Add one run's counters to results/ingest_stats (rewritten atomically)."""
-    current = read_table(lake, "results/ingest_stats")
-    replace_table(lake, "results/ingest_stats", pa.concat_tables([current, rows.cast(arrow_schema("ingest_stats"))]))
+    """Add one run's counters to results/ingest_stats (switched whole; read and added again if another run switched
+    it first, so no run's counters are lost)."""
+    update_table(lake, "results/ingest_stats",
+                 lambda current: pa.concat_tables([current, rows.cast(arrow_schema("ingest_stats"))]))
 
 
 def load_progress(lake: str, name: str) -> dict[str, object]:

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from backend.store import config_readers, inventory_readers, readers
 from backend.store.config_schemas import RESULT_TABLES, arrow_schema
 from backend.store.lake import Lake
 from backend.store.schemas import schema_for
+from backend.store.tables import table_files
 
 ZK_LOOKBACK_POLLS = 5
 _log = logging.getLogger(__name__)
@@ -134,14 +134,8 @@ def fleet_alerts(location: str) -> pd.DataFrame:
 
 
 def result_files(location: str, name: str) -> list[str]:
-    """Finished Parquet files of results/<name> (hidden, temp and marker files excluded), on any filesystem."""
-    lake = Lake(location)
-    try:
-        infos = lake.fs.get_file_info(pafs.FileSelector(f"{lake.root}/results/{name}", allow_not_found=True))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-                  and not i.base_name.startswith((".", "_")))
+    """The finished Parquet files of results/<name> now (its switch's file; hidden, temp and marker files never)."""
+    return table_files(Lake(location).where, f"results/{name}")
 
 
 def unreadable_results(location: str) -> list[str]:
