@@ -12,7 +12,9 @@ switches) is read whole, as before.
 from __future__ import annotations
 
 import posixpath
+import random
 import re
+import time
 import uuid
 from collections.abc import Callable
 
@@ -27,7 +29,7 @@ from backend.store.location import LakeLocation, parse_lake
 
 SWITCH = "_current.json"
 _PART = re.compile(r"^part-(\d{12})-[0-9a-f]{8}\.parquet$")
-SWITCH_ATTEMPTS = 8
+SWITCH_ATTEMPTS = 50  # an append retried while other writers keep switching (each attempt backs off a little)
 
 
 def _where(lake: str | LakeLocation) -> LakeLocation:
@@ -52,34 +54,46 @@ def table_files(lake: str | LakeLocation, name: str) -> list[str]:
     switch = _switch(where, name)
     if switch is not None:
         return [posixpath.join(base, str(switch["file"]))]
+    return _unswitched_files(where, base)
+
+
+def _unswitched_files(where: LakeLocation, base: str) -> list[str]:
+    """A directory's Parquet files from before switches (a switch's own files count only once it names them)."""
     try:
         infos = where.fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-                  and not i.base_name.startswith((".", "_")))
+                  and not i.base_name.startswith((".", "_")) and not _PART.match(i.base_name))
 
 
 def read_table(lake: str | LakeLocation, name: str) -> pa.Table:
     """Read lake/<name> (a table or results/<name>) with its declared schema; empty when it does not exist."""
     where = _where(lake)
     path = where.path(name)
-    schema = arrow_schema(name.rsplit("/", 1)[-1])
-    for attempt in range(3):
+    table = name.rsplit("/", 1)[-1]
+    schema = arrow_schema(table)
+    for attempt in range(5):
         switch = _switch(where, name)
-        if switch is None:
-            break
         try:
-            return ds.dataset([posixpath.join(path, str(switch["file"]))], filesystem=where.fs, format="parquet",
-                              schema=schema).to_table()
+            if switch is not None:
+                return ds.dataset([posixpath.join(path, str(switch["file"]))], filesystem=where.fs, format="parquet",
+                                  schema=schema).to_table()
+            if where.fs.get_file_info(path).type != pafs.FileType.Directory:
+                return empty_table(table)
+            if name.startswith("results/"):  # replaced whole: before its first switch, the files of the old layout
+                files = _unswitched_files(where, path)
+                out = (ds.dataset(files, filesystem=where.fs, format="parquet", schema=schema).to_table() if files
+                       else empty_table(table))
+                if _switch(where, name) is None:
+                    return out  # still no switch: what was read is the table before switches
+                continue  # switched while reading the old files: read the switch's file
+            return ds.dataset(path, filesystem=where.fs, format="parquet", schema=schema,
+                              partitioning="hive", ignore_prefixes=[".", "_"]).to_table()
         except FileNotFoundError:
-            if attempt == 2:  # switched again and again while reading: read what is there now
+            if attempt == 4:  # switched again and again while reading
                 raise
-    if where.fs.get_file_info(path).type != pafs.FileType.Directory:
-        return empty_table(name.rsplit("/", 1)[-1])
-    dataset = ds.dataset(path, filesystem=where.fs, format="parquet", schema=schema,
-                         partitioning="hive", ignore_prefixes=[".", "_"])
-    return dataset.to_table()
+    raise AssertionError("unreachable")
 
 
 def replace_table(lake: str | LakeLocation, name: str, table: pa.Table, *, generation: int | None = None) -> str | None:
@@ -114,6 +128,7 @@ def _switch_to(where: LakeLocation, name: str, make: Callable[[], pa.Table], gen
             commit_json(where, switch_path, {"file": file, "generation": gen}, version)
         except CommitConflict:
             delete_quietly(where, [path])
+            time.sleep(random.uniform(0, 0.005 * (_attempt + 1)))
             continue
         _drop_older(where, base, gen, file)
         return path
