@@ -48,6 +48,14 @@ class CommitUnsupported(RuntimeError):
     """The lake's filesystem cannot make a conditional write (hdfs://, gs://, abfs:// through pyarrow)."""
 
 
+def missing(exc: BaseException) -> bool:
+    """Whether a read failed because the file is gone (local, or S3's 404 as pyarrow reports it from a scan)."""
+    if isinstance(exc, FileNotFoundError):
+        return True
+    text = str(exc)
+    return isinstance(exc, OSError) and any(word in text for word in ("RESOURCE_NOT_FOUND", "NO_SUCH_KEY", "NoSuchKey", "NOT_FOUND"))
+
+
 def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from backend.store import config_state, group_state, inventory_state, state
-from backend.store.commit import CommitConflict, delete_quietly
+from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.group_model import GroupSnapshot
 from backend.store.incidents import IncidentTracker, incidents_table
 from backend.store.inventory_model import InventorySnapshot
@@ -31,6 +31,7 @@ from backend.store.schemas import (
     ZK_SNAPSHOTS,
     schema_for,
 )
+from backend.store.state import StateConflict
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +143,8 @@ class FleetWriter:
         if migrate:
             migrate_v1_if_needed(lake)
         self.flush_interval_s = flush_interval_s
-        manifest, self.version = state.read_manifest_versioned(lake)
-        self._load(manifest or state.new_manifest())
+        self.version: str | None = None
+        self._reload()
         self._checkpointed: str | None = None  # the last day this writer found (or made) a checkpoint for
         self._last_compact: datetime | None = None
         self._polls_since_compact = 0
@@ -271,10 +272,25 @@ class FleetWriter:
         self.inventory: dict[str, InventorySnapshot] = _inventory_from_state(self.lake, manifest)
         self.incidents = IncidentTracker(self.lake, flush_interval_s=self.flush_interval_s, manifest=manifest)
 
-    def _reload(self) -> None:
-        """Start again from what the lake holds (after a lost commit: another writer's state is the baseline)."""
-        manifest, self.version = state.read_manifest_versioned(self.lake)
-        self._load(manifest or state.new_manifest())
+    def _reload(self, manifest: dict[str, Any] | None = None, version: str | None = None) -> None:
+        """Load what the lake holds (after a lost commit: another writer's state is the baseline), one generation
+        whole: when another writer committed while it was read, read again."""
+        if manifest is None:
+            manifest, version = state.read_manifest_versioned(self.lake)
+        for _attempt in range(10):
+            try:
+                self._load(manifest or state.new_manifest())
+            except OSError as exc:
+                if not missing(exc):
+                    raise
+            else:
+                _, current = state.read_manifest_versioned(self.lake)
+                if current == version:
+                    self.version = version
+                    return
+            manifest, version = state.read_manifest_versioned(self.lake)
+        raise StateConflict(self.lake.state_dir(state.MANIFEST), "the fleet state changed ten times while this writer "
+                            "read it: is another writer committing without pause?")
 
     def _follow_other_writer(self) -> None:
         """Reload state and open incidents when another writer (e.g. a `poll --once` job) moved the lake on."""
@@ -283,8 +299,7 @@ class FleetWriter:
             return
         log.info("lake %s changed under this writer (generation %s -> %s): reloading its state",
                  self.lake.location, self.manifest.get("generation"), (current or {}).get("generation"))
-        self.version = version
-        self._load(current or state.new_manifest())
+        self._reload(current, version)
 
     def _status_row(self, poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
         memory = self.memory.get(s.cluster_name)

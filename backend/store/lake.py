@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from backend.store.atomic import create_parquet, remove_stale_temps
-from backend.store.commit import CommitConflict, delete_quietly
+from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.location import LakeLocation, LakeLocationError, parse_lake
 from backend.store.schemas import DAY_TABLES, SCHEMA_VERSION, TABLES, schema_for
 from backend.store.stats import count_read
@@ -181,7 +181,9 @@ class Lake:
                 out = dataset.to_table(columns=cols, filter=filter)
                 count_read(table, len(chosen), out.num_rows)
                 return out
-            except FileNotFoundError:
+            except OSError as exc:
+                if not missing(exc):
+                    raise
                 # Compaction or retention removed a file between listing and reading: list again
                 # and take the files that now hold the same polls (a compacted file covers them).
                 if attempt == 2:

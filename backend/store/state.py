@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from backend.store.atomic import commit_json, create_bytes, create_parquet, json_bytes, read_json, read_json_versioned
-from backend.store.commit import CommitConflict, delete_quietly
+from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.lake import Lake
 from backend.store.schemas import CHECKPOINT_KINDS, INCIDENTS, LAYOUT_VERSION, STATE_TABLES, schema_for
 from backend.store.stats import count_read
@@ -185,7 +185,9 @@ def _read_paths(lake: Lake, kind: str, paths: list[str]) -> pa.Table:
             table = ds.dataset(paths, schema=schema, format="parquet", filesystem=lake.fs).to_table()
             count_read(f"state/{kind}", len(paths), table.num_rows)
             return table
-        except FileNotFoundError:
+        except OSError as exc:
+            if not missing(exc):
+                raise
             # A writer replaced the files after we read the manifest: read the new manifest.
             if attempt == 2:
                 raise
@@ -206,7 +208,9 @@ def read_open_incidents(lake: Lake, manifest: Mapping[str, Any] | None = None) -
         try:
             with lake.fs.open_input_file(path) as handle:
                 table = pq.read_table(handle, schema=schema)
-        except FileNotFoundError:
+        except OSError as exc:
+            if not missing(exc):
+                raise
             if entry and attempt < 2:
                 continue  # a writer committed a newer file and removed this one: read the new manifest
             count_read("state/incidents_open", 0, 0)

@@ -23,7 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from backend.store.atomic import commit_json, create_parquet, read_json, read_json_versioned
-from backend.store.commit import CommitConflict, delete_quietly
+from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.config_schemas import arrow_schema, empty_table
 from backend.store.location import LakeLocation, parse_lake
 
@@ -90,8 +90,8 @@ def read_table(lake: str | LakeLocation, name: str) -> pa.Table:
                 continue  # switched while reading the old files: read the switch's file
             return ds.dataset(path, filesystem=where.fs, format="parquet", schema=schema,
                               partitioning="hive", ignore_prefixes=[".", "_"]).to_table()
-        except FileNotFoundError:
-            if attempt == 4:  # switched again and again while reading
+        except OSError as exc:
+            if not missing(exc) or attempt == 4:  # switched again and again while reading
                 raise
     raise AssertionError("unreachable")
 

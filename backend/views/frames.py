@@ -12,6 +12,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from backend.store import config_readers, inventory_readers, readers
+from backend.store.commit import missing
 from backend.store.config_schemas import RESULT_TABLES, arrow_schema
 from backend.store.lake import Lake
 from backend.store.schemas import schema_for
@@ -154,16 +155,21 @@ def read_result(location: str, name: str, columns: list[str] | None = None) -> p
     """Read results/<name> with its declared schema; unreadable files are skipped (see unreadable_results)."""
     schema = arrow_schema(name)
     cols = columns or schema.names
-    tables = []
     fs = Lake(location).fs
-    for path in result_files(location, name):
-        try:
-            present = set(pq.read_schema(path, filesystem=fs).names)
-            tables.append(pq.read_table(path, columns=[c for c in cols if c in present], filesystem=fs))
-        except FileNotFoundError:
-            continue  # the pipeline replaced the directory while we listed it
-        except (pa.ArrowInvalid, OSError) as exc:
-            _log.warning("skipping unreadable result file %s: %s", path, exc)
+    for _attempt in range(3):
+        tables = []
+        switched = False
+        for path in result_files(location, name):
+            try:
+                present = set(pq.read_schema(path, filesystem=fs).names)
+                tables.append(pq.read_table(path, columns=[c for c in cols if c in present], filesystem=fs))
+            except (pa.ArrowInvalid, OSError) as exc:
+                if missing(exc):
+                    switched = True  # the pipeline switched the table while we read it: read the new one
+                    break
+                _log.warning("skipping unreadable result file %s: %s", path, exc)
+        if not switched:
+            break
     if not tables:
         return schema.empty_table().select(cols).to_pandas()
     table = pa.concat_tables(tables, promote_options="permissive")
