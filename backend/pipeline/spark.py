@@ -200,17 +200,21 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *
     if short_lived and resolved is not None and SparkContext._active_spark_context is None:
         builder = builder.config("spark.driver.extraJavaOptions", SHORT_RUN_JAVA_OPTIONS)
     where = parse_lake(lake) if lake else None
-    if where is not None and where.s3:
-        for key, value in s3a_settings(where).items():
-            builder = builder.config(key, value)
-        classpath = s3a_classpath()
-        if classpath:
-            builder = (builder.config("spark.driver.extraClassPath", classpath)
-                       .config("spark.executor.extraClassPath", classpath))
+    settings = s3a_settings(where) if where is not None else {}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    classpath = s3a_classpath()
+    if classpath:  # whatever the lake: a session outlives one lake (tests, a later s3:// run in the same process)
+        builder = (builder.config("spark.driver.extraClassPath", classpath)
+                   .config("spark.executor.extraClassPath", classpath))
     if resolved is not None and resolved.startswith("local"):
         builder = builder.config("spark.sql.shuffle.partitions", "4").config(
             "spark.default.parallelism", "4"
         )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    for key, value in settings.items():
+        # A session that already ran keeps its Hadoop settings: the session's own (without "spark.hadoop.") reach
+        # every file read it plans, on the driver and the executors.
+        session.conf.set(key.removeprefix("spark.hadoop."), value)
     return session
