@@ -213,8 +213,10 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *
         )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    for key, value in settings.items():
-        # A session that already ran keeps its Hadoop settings: the session's own (without "spark.hadoop.") reach
-        # every file read it plans, on the driver and the executors.
-        session.conf.set(key.removeprefix("spark.hadoop."), value)
+    if settings:
+        # A context that already ran keeps the Hadoop settings it started with: set them on it (every DataFrame and
+        # RDD job takes its Hadoop configuration from there, to the driver and the executors).
+        hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        for key, value in settings.items():
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
     return session

@@ -133,7 +133,8 @@ def test_sigkill_of_poll_and_ingest_then_two_pollers_at_once(kraft_lab: LabFleet
 
     # Two pollers started at once, each seeing a change (a new topic): each generation is committed by one of them.
     for round_ in range(2):
-        kraft_lab.create_topic("prod-eu", f"duel-{round_}", partitions=1, replication_factor=1)
+        topic = f"duel-{server.name}-{round_}"
+        kraft_lab.create_topic("prod-eu", topic, partitions=1, replication_factor=1)
         before = int((state.read_manifest(Lake(lake)) or {})["generation"])
         procs = [subprocess.Popen([sys.executable, "-m", "backend", *poll], cwd=REPO, env=_env(server),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -146,7 +147,7 @@ def test_sigkill_of_poll_and_ingest_then_two_pollers_at_once(kraft_lab: LabFleet
         after = int((state.read_manifest(Lake(lake)) or {})["generation"])
         created = readers.changes(lake, kinds="topic_created")
         assert after > before
-        assert list(created["subject"]).count(f"duel-{round_}") == 1, created  # one winner, one change row
+        assert list(created["subject"]).count(topic) == 1, created  # one winner, one change row
         _fleet_lake_reads_whole(lake)
 
 
