@@ -11,20 +11,13 @@ instance role would give them), never from Spark's configuration.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import pyspark
 import pytest
 
 from backend.configs.ingest import ingest_sink
@@ -32,84 +25,22 @@ from backend.pipeline.job import SPARK_RESULTS
 from backend.pipeline.spark import SHORT_RUN_JAVA_OPTIONS, SMALL_RUN_PARTITIONS, s3a_classpath
 from backend.store import progress
 from backend.store.tables import read_table
-from tests.conftest import free_port
 from tests.rig.objectstores import S3Server
+from tests.rig.spark_cluster import SPARK_HOME, SparkCluster, spark_env, start_cluster
 from tests.unit.configs.helpers import cfg, record, write_jsonl
 
 REPO = Path(__file__).resolve().parents[3]
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-
-
-def _env(tmp: Path, s3: S3Server | None = None) -> dict[str, str]:
-    return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOG_DIR": str(tmp), "SPARK_WORKER_DIR": str(tmp / "work"), "SPARK_NO_DAEMONIZE": "1",
-            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(REPO),
-            **(s3.env() if s3 is not None else {})}
-
-
-def _json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-
-
-@dataclass
-class SparkCluster:
-    """A running standalone cluster: the master's URL and each worker's work directory."""
-
-    url: str
-    work_dirs: list[Path]
 
 
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory, seaweed_s3: S3Server) -> Iterator[SparkCluster]:
-    """A standalone master and two workers (1 core, 1.5 GiB each, own work dirs) on 127.0.0.1."""
-    spark_class = SPARK_HOME / "bin" / "spark-class"
-    assert spark_class.is_file(), f"the pyspark package has no {spark_class}"  # a failure, never a skip
-    tmp = tmp_path_factory.mktemp("spark-standalone")
-    env = _env(tmp, seaweed_s3)  # the workers' (and so their executors') credentials: their environment
-    port, ui = free_port(), free_port()
-    procs = []
-    work_dirs = [tmp / "worker-1", tmp / "worker-2"]
+    """A standalone master and two workers (1 core, 1.5 GiB each, own work dirs) on 127.0.0.1; the workers' (and so
+    their executors') credentials for the lake come from their environment."""
+    cluster = start_cluster(tmp_path_factory.mktemp("spark-standalone"), 2, env=seaweed_s3.env())
     try:
-        with (tmp / "master.log").open("wb") as log:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(ui)],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        url = f"spark://127.0.0.1:{port}"
-        for i, work in enumerate(work_dirs, 1):
-            work.mkdir()
-            with (tmp / f"worker-{i}.log").open("wb") as log:
-                procs.append(subprocess.Popen(
-                    [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                     "--cores", "1", "--memory", "1536m", "--webui-port", str(free_port()), "--work-dir", str(work)],
-                    env={**env, "SPARK_WORKER_DIR": str(work)}, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True))
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                workers = _json(f"http://127.0.0.1:{ui}/json/").get("workers", [])
-                if sum(w.get("state") == "ALIVE" for w in workers) == 2:
-                    break
-            except OSError:
-                pass
-            assert all(p.poll() is None for p in procs), (tmp / "master.log").read_text(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "the two workers did not register with the master in 180 s"
-            time.sleep(0.5)
-        yield SparkCluster(url, work_dirs)
+        yield cluster
     finally:
-        for proc in reversed(procs):
-            _stop(proc)
+        cluster.stop()
 
 
 def _sink(root: Path) -> Path:
@@ -147,7 +78,8 @@ def _results(lake: Path | str) -> dict[str, list[str]]:
 
 
 def _run(cmd: list[str], tmp: Path, s3: S3Server | None = None) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(cmd, cwd=REPO, env=_env(tmp, s3), capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(cmd, cwd=REPO, env=spark_env(tmp, s3.env() if s3 else None), capture_output=True, text=True,
+                          timeout=600, check=False)
     assert done.returncode == 0, f"{cmd}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 

@@ -1,0 +1,220 @@
+"""The lake on S3 against the lake on a local disk, side by side in one run (SeaweedFS on loopback).
+
+analysis: the 100,000-instance fleet of pipeline_bench (about 3.9 M client_configs rows), written once to a local
+lake and uploaded to a SeaweedFS bucket. The full analysis, then a +1 % refresh, in a new process each (JVM start not
+timed): on the local lake with `local[2]`, and on the bucket (s3a://) with a standalone cluster of a master and two
+workers (one core each: the same two cores), interleaved `--repeat` times. The results tables of both are compared
+row for row.
+
+poll: a lab fleet of `--clusters` clusters x 3 brokers x `--topics` topics (KIP-885 profile) in this process. Two
+pollers (poll_fleet + FleetWriter.write + maintain, as run_poller runs a cycle), one writing a local lake and one an
+s3:// lake, alternate cycles: the first cycle (every topic first seen), then `--cycles` unchanged cycles, then cycles
+in which one topic per cluster is recreated (every cluster's state rewritten).
+
+    .venv/bin/python -m benchmarks.object_store_bench analysis --instances 100000 --repeat 2
+    .venv/bin/python -m benchmarks.object_store_bench poll --clusters 20 --topics 2000 --cycles 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.pipeline_bench import results_digest, write_fleet  # noqa: E402
+from tests.rig.objectstores import S3Server, start_seaweedfs  # noqa: E402
+from tests.rig.spark_cluster import spark_env, start_cluster  # noqa: E402
+
+T0 = datetime(2026, 11, 20, tzinfo=UTC)
+T1 = datetime(2026, 11, 21, tzinfo=UTC)
+
+# One analysis in a process of its own: the JVM start is timed apart from the runs.
+WORKER = r"""
+import json, sys, time
+spec = json.loads(sys.argv[1])
+from backend.pipeline.job import run_analysis
+from backend.pipeline.spark import get_spark
+began = time.perf_counter()
+get_spark(spec["master"], lake=spec["lake"])
+out = {"jvm_start_s": time.perf_counter() - began}
+t = time.perf_counter()
+summary = run_analysis(spec["lake"], master=spec["master"], full=spec["full"])
+out["s"] = time.perf_counter() - t
+out.update(instances=summary.instances, records_read=summary.records_read, full=summary.full,
+           spark_jobs=summary.spark_jobs, shuffle_partitions=summary.shuffle_partitions)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _upload(server: S3Server, bucket: str, local: Path, prefix: str) -> int:
+    client, sent = server.client(), 0
+    for path in sorted(local.rglob("*.parquet")):
+        key = f"{prefix}/{path.relative_to(local).as_posix()}"
+        client.upload_file(str(path), bucket, key)
+        sent += 1
+    return sent
+
+
+def _analysis(lake: str, master: str, full: bool, env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-c", WORKER, json.dumps({"lake": lake, "master": master, "full": full})],
+                          cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=3 * 3600, check=False)
+    found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"analysis of {lake} failed ({done.returncode}): {done.stderr[-3000:]}")
+    return dict(json.loads(found[-1][len("RESULT "):]))
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def bench_analysis(instances: int, repeat: int, workdir: Path) -> dict[str, Any]:
+    """Full run and +1 % refresh: local lake + local[2] against SeaweedFS + a two-worker standalone cluster."""
+    server = start_seaweedfs(workdir / "seaweedfs")
+    cluster = None
+    try:
+        env = {**spark_env(workdir), **server.env(), "PYTHONPATH": str(REPO)}
+        cluster = start_cluster(workdir / "spark", 2, memory="3g", env=server.env())
+        source = workdir / "fleet"
+        rows = write_fleet(source, 0, instances, T0)
+        extra = workdir / "extra"  # +1 %: half new instances, half new snapshots of existing ones
+        rows_extra = write_fleet(extra, instances, instances // 200, T1)
+        rows_extra += write_fleet(extra, 0, instances // 200, T1, epoch=1)
+        out: dict[str, Any] = {"instances": instances, "rows": rows, "rows_refresh": rows_extra,
+                               "master_s3": "spark standalone, 2 workers x 1 core", "master_local": "local[2]",
+                               "runs": []}
+        for i in range(repeat):
+            lake_dir = workdir / f"local-{i}"
+            subprocess.run(["cp", "-r", str(source), str(lake_dir)], check=True)
+            bucket = server.new_bucket(f"bench{i}")
+            s3_lake = f"s3://{bucket}/lake"
+            _upload(server, bucket, source, "lake")
+            pair: dict[str, Any] = {"load_before": _load()}
+            order = [("local", str(lake_dir), "local[2]"), ("s3", s3_lake, cluster.url)]
+            for name, lake, master in order if i % 2 == 0 else order[::-1]:
+                pair[f"{name}_full"] = _analysis(lake, master, True, env)
+            subprocess.run(["cp", "-r", f"{extra}/client_configs/.", f"{lake_dir}/client_configs/"], check=True)
+            _upload(server, bucket, extra, "lake")
+            for name, lake, master in order if i % 2 else order[::-1]:
+                pair[f"{name}_refresh"] = _analysis(lake, master, False, env)
+            for part in ("full", "refresh"):
+                pair[f"ratio_{part}_s3_over_local"] = round(pair[f"s3_{part}"]["s"] / pair[f"local_{part}"]["s"], 2)
+            os.environ.update(server.env())
+            pair["results_equal"] = results_digest(lake_dir) == results_digest(s3_lake)  # type: ignore[arg-type]
+            pair["load_after"] = _load()
+            out["runs"].append(pair)
+            print(json.dumps(pair), file=sys.stderr, flush=True)
+        for part in ("full", "refresh"):
+            out[f"median_ratio_{part}"] = statistics.median(r[f"ratio_{part}_s3_over_local"] for r in out["runs"])
+        return out
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        server.stop()
+
+
+def bench_poll(clusters: int, topics: int, cycles: int, workdir: Path) -> dict[str, Any]:
+    """One poll cycle (poll_fleet + write + maintain) to a local lake against the same to an s3:// lake."""
+    from backend.collect.configs import ConfigCollector
+    from backend.collect.groups import GroupCollector
+    from backend.collect.poller import poll_fleet
+    from backend.config import load_fleet
+    from backend.kafka.admin import AdminClientCache
+    from backend.lab.fleet import LabFleet
+    from backend.lab.model import load_lab_config
+    from backend.store.fleet_writer import FleetWriter
+    from backend.store.lake import Lake
+    from benchmarks.poll_bench import _lab_toml
+
+    server = start_seaweedfs(workdir / "seaweedfs")
+    lab = LabFleet(load_lab_config(_lab_toml(workdir, clusters, topics)))
+    lab.start()
+    try:
+        os.environ.update(server.env())
+        fleet_file = lab.write_fleet_file(workdir / "lab-clusters.toml")
+        settings = "[settings]\nrequest_timeout_s = 60\npoll_deadline_s = 120\nconfig_interval_s = 0\ngroup_interval_s = 0\n\n"
+        (workdir / "fleet.toml").write_text(settings + fleet_file.read_text(), encoding="utf-8")
+        fleet = load_fleet(workdir / "fleet.toml")
+        bucket = server.new_bucket("poll")
+        sides = {"local": Lake(workdir / "local-lake"), "s3": Lake(f"s3://{bucket}/lake")}
+        state = {name: {"writer": FleetWriter(lake), "previous": {}, "clients": AdminClientCache(),
+                        "configs": ConfigCollector(), "groups": GroupCollector()} for name, lake in sides.items()}
+
+        def cycle(name: str) -> float:
+            s = state[name]
+            began = time.perf_counter()
+            poll = poll_fleet(fleet, s["previous"], clients=s["clients"], configs=s["configs"], groups=s["groups"])
+            s["writer"].write(poll)
+            s["writer"].maintain(poll.polled_at, 30)
+            took = time.perf_counter() - began
+            bad = [(c.cluster_name, c.status) for c in poll.clusters if c.status != "ok"]
+            assert not bad, bad
+            s["previous"].update({c.cluster_name: c for c in poll.clusters})
+            return took
+
+        out: dict[str, Any] = {"clusters": clusters, "topics_per_cluster": topics, "load_before": _load()}
+        first = {name: cycle(name) for name in sides}  # every topic first seen: 40,000 change rows, all state files
+        out["first_cycle_s"] = {k: round(v, 3) for k, v in first.items()}
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for i in range(cycles):
+            for name in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
+                times[name].append(cycle(name))
+        out["unchanged_cycle_median_s"] = {k: round(statistics.median(v), 3) for k, v in times.items()}
+        changed: dict[str, list[float]] = {name: [] for name in sides}
+        for i in range(max(2, cycles // 3)):
+            for cluster in lab.clusters:
+                lab.recreate_topic(cluster, "t00000")
+            for name in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
+                changed[name].append(cycle(name))
+        out["changed_cycle_median_s"] = {k: round(statistics.median(v), 3) for k, v in changed.items()}
+        for key in ("first_cycle_s", "unchanged_cycle_median_s", "changed_cycle_median_s"):
+            out[f"ratio_{key}"] = round(out[key]["s3"] / out[key]["local"], 2)
+        out["load_after"] = _load()
+        return out
+    finally:
+        lab.stop()
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one benchmark; print its JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="bench", required=True)
+    analysis = sub.add_parser("analysis")
+    analysis.add_argument("--instances", type=int, default=100_000)
+    analysis.add_argument("--repeat", type=int, default=2)
+    poll = sub.add_parser("poll")
+    poll.add_argument("--clusters", type=int, default=20)
+    poll.add_argument("--topics", type=int, default=2000)
+    poll.add_argument("--cycles", type=int, default=10)
+    for each in (analysis, poll):
+        each.add_argument("--workdir", default=None)
+        each.add_argument("--out", default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fleetview-s3-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if args.bench == "analysis":
+        result = bench_analysis(args.instances, args.repeat, workdir)
+    else:
+        result = bench_poll(args.clusters, args.topics, args.cycles, workdir)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
