@@ -144,6 +144,12 @@ class FleetWriter:
             migrate_v1_if_needed(lake)
         self.flush_interval_s = flush_interval_s
         self.version: str | None = None
+        self.manifest: dict[str, Any] = state.new_manifest()
+        self.memory: dict[str, ClusterMemory] = {}
+        self.configs: dict[str, ConfigSnapshot] = {}
+        self.groups: dict[str, GroupSnapshot] = {}
+        self.inventory: dict[str, InventorySnapshot] = {}
+        self.incidents: IncidentTracker
         self._reload()
         self._checkpointed: str | None = None  # the last day this writer found (or made) a checkpoint for
         self._last_compact: datetime | None = None
@@ -266,10 +272,10 @@ class FleetWriter:
 
     def _load(self, manifest: dict[str, Any]) -> None:
         self.manifest = manifest
-        self.memory: dict[str, ClusterMemory] = _memory_from_state(self.lake, manifest)
-        self.configs: dict[str, ConfigSnapshot] = _configs_from_state(self.lake, manifest)
-        self.groups: dict[str, GroupSnapshot] = _groups_from_state(self.lake, manifest)
-        self.inventory: dict[str, InventorySnapshot] = _inventory_from_state(self.lake, manifest)
+        self.memory = _memory_from_state(self.lake, manifest)
+        self.configs = _configs_from_state(self.lake, manifest)
+        self.groups = _groups_from_state(self.lake, manifest)
+        self.inventory = _inventory_from_state(self.lake, manifest)
         self.incidents = IncidentTracker(self.lake, flush_interval_s=self.flush_interval_s, manifest=manifest)
 
     def _reload(self, manifest: dict[str, Any] | None = None, version: str | None = None) -> None:
