@@ -16,6 +16,7 @@ profile, the instance role; never from the lake's URI). Reads and listings stay 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import hashlib
@@ -103,7 +104,15 @@ def _local_create(path: str, data: bytes) -> str:
     directory = posixpath.dirname(path)
     tmp = _temp_file(directory, data)
     try:
-        os.link(tmp, path)  # atomic, and fails when the name exists: O_EXCL for a whole, finished file
+        try:
+            os.link(tmp, path)  # atomic, and fails when the name exists: O_EXCL for a whole, finished file
+        except OSError as exc:
+            if isinstance(exc, FileExistsError) or exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+            # A filesystem without hard links: reserve the name with O_EXCL, then rename the whole file over it
+            # (a reader may see the empty reservation for that moment).
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            os.replace(tmp, path)
     except FileExistsError:
         raise CommitConflict(path, "already exists (another writer created it first)") from None
     finally:

@@ -61,6 +61,7 @@ def start_cluster(tmp: Path, workers: int = 2, *, cores: int = 1, memory: str = 
     spark_class = SPARK_HOME / "bin" / "spark-class"
     if not spark_class.is_file():
         raise RigError(f"the pyspark package has no {spark_class}")
+    tmp.mkdir(parents=True, exist_ok=True)
     base = spark_env(tmp, env)
     port, ui = free_port(), free_port()
     cluster = SparkCluster(f"spark://127.0.0.1:{port}", [tmp / f"worker-{i}" for i in range(1, workers + 1)])
