@@ -1,10 +1,12 @@
 """The lake on S3 against the lake on a local disk, side by side in one run (SeaweedFS on loopback).
 
 analysis: the 100,000-instance fleet of pipeline_bench (about 3.9 M client_configs rows), written once to a local
-lake and uploaded to a SeaweedFS bucket. The full analysis, then a +1 % refresh, in a new process each (the JVM start,
-and on the cluster the executors' start, not timed: a trivial job brings them up first): on the local lake with `local[2]`, and on the bucket (s3a://) with a standalone cluster of a master and two
-workers (one core each: the same two cores), interleaved `--repeat` times. The results tables of both are compared
-row for row.
+lake and uploaded to a SeaweedFS bucket; then +1 % (half new instances, half new snapshots). The full analysis, then
+the +1 % refresh: on the local lake with `local[2]`, and on the bucket (s3a://) with a standalone cluster of a master
+and two workers (one core each: the same two cores); the sides take turns going first, `--repeat` times, and their
+results tables are compared row for row. `--mode warm` (default): one driver per side runs both (as the service's warm
+driver does, keeping its executors); `--mode cold`: a new process per run. Neither times the JVM start, nor on the
+cluster the executors' start (a trivial job brings them up first).
 
 poll: a lab fleet of `--clusters` clusters x 3 brokers x `--topics` topics (KIP-885 profile) in this process. Each
 cycle polls the fleet once (poll_fleet, as run_poller does) and two FleetWriters write that poll (write + maintain),
@@ -12,7 +14,7 @@ one to a local lake and one to an s3:// lake, taking turns going first; a side's
 The first cycle (every topic first seen), `--cycles` unchanged cycles, then cycles in which one topic per cluster is
 recreated (every cluster's state rewritten).
 
-    .venv/bin/python -m benchmarks.object_store_bench analysis --instances 100000 --repeat 2
+    .venv/bin/python -m benchmarks.object_store_bench analysis --instances 100000 --repeat 3 [--mode cold]
     .venv/bin/python -m benchmarks.object_store_bench poll --clusters 20 --topics 2000 --cycles 10
 """
 
@@ -59,6 +61,38 @@ print("RESULT " + json.dumps(out))
 """
 
 
+# One driver for both runs (as the service's warm driver keeps one, with its executors): executors up, the full run,
+# the +1 % added to the lake, the refresh.
+WARM_WORKER = r"""
+import json, shutil, sys, time
+from pathlib import Path
+spec = json.loads(sys.argv[1])
+from backend.pipeline.job import run_analysis
+from backend.pipeline.spark import get_spark
+began = time.perf_counter()
+spark = get_spark(spec["master"], lake=spec["lake"])
+spark.range(1000, numPartitions=4).selectExpr("sum(id)").collect()  # the executors up (on a cluster: their JVMs)
+out = {"jvm_start_s": time.perf_counter() - began}
+for phase in ("full", "refresh"):
+    if phase == "refresh":
+        extra = Path(spec["extra"])
+        for path in sorted(extra.rglob("*.parquet")):
+            rel = path.relative_to(extra).as_posix()
+            if spec["lake"].startswith("s3://"):
+                import boto3
+                bucket, prefix = spec["lake"][5:].split("/", 1)
+                boto3.client("s3").upload_file(str(path), bucket, f"{prefix}/{rel}")
+            else:
+                (Path(spec["lake"]) / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, Path(spec["lake"]) / rel)
+    t = time.perf_counter()
+    summary = run_analysis(spec["lake"], master=spec["master"], full=phase == "full")
+    out[phase] = {"s": time.perf_counter() - t, "instances": summary.instances, "full": summary.full,
+                  "records_read": summary.records_read, "shuffle_partitions": summary.shuffle_partitions}
+print("RESULT " + json.dumps(out))
+"""
+
+
 def _upload(server: S3Server, bucket: str, local: Path, prefix: str) -> int:
     client, sent = server.client(), 0
     for path in sorted(local.rglob("*.parquet")):
@@ -74,8 +108,9 @@ def _rows(lake: Path) -> int:
     return sum(pq.read_metadata(path).num_rows for path in lake.rglob("*.parquet"))
 
 
-def _analysis(lake: str, master: str, full: bool, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-c", WORKER, json.dumps({"lake": lake, "master": master, "full": full})],
+def _analysis(lake: str, master: str, full: bool, env: dict[str, str], extra: Path | None = None) -> dict[str, Any]:
+    spec = {"lake": lake, "master": master, "full": full, "extra": str(extra) if extra else None}
+    done = subprocess.run([sys.executable, "-c", WORKER if extra is None else WARM_WORKER, json.dumps(spec)],
                           cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=3 * 3600, check=False)
     found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -88,7 +123,7 @@ def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def bench_analysis(instances: int, repeat: int, workdir: Path) -> dict[str, Any]:
+def bench_analysis(instances: int, repeat: int, workdir: Path, mode: str = "warm") -> dict[str, Any]:
     """Full run and +1 % refresh: local lake + local[2] against SeaweedFS + a two-worker standalone cluster."""
     server = start_seaweedfs(workdir / "seaweedfs")
     cluster = None
@@ -104,7 +139,7 @@ def bench_analysis(instances: int, repeat: int, workdir: Path) -> dict[str, Any]
             (workdir / "fleet.done").write_text(str(instances))
         rows = _rows(source)
         rows_extra = _rows(extra)
-        out: dict[str, Any] = {"instances": instances, "rows": rows, "rows_refresh": rows_extra,
+        out: dict[str, Any] = {"mode": mode, "instances": instances, "rows": rows, "rows_refresh": rows_extra,
                                "master_s3": "spark standalone, 2 workers x 1 core", "master_local": "local[2]",
                                "runs": []}
         for i in range(repeat):
@@ -115,12 +150,18 @@ def bench_analysis(instances: int, repeat: int, workdir: Path) -> dict[str, Any]
             _upload(server, bucket, source, "lake")
             pair: dict[str, Any] = {"load_before": _load()}
             order = [("local", str(lake_dir), "local[2]"), ("s3", s3_lake, cluster.url)]
-            for name, lake, master in order if i % 2 == 0 else order[::-1]:
-                pair[f"{name}_full"] = _analysis(lake, master, True, env)
-            subprocess.run(["cp", "-r", f"{extra}/client_configs/.", f"{lake_dir}/client_configs/"], check=True)
-            _upload(server, bucket, extra, "lake")
-            for name, lake, master in order if i % 2 else order[::-1]:
-                pair[f"{name}_refresh"] = _analysis(lake, master, False, env)
+            if mode == "warm":  # one driver per side for both runs, the sides taking turns going first
+                for name, lake, master in order if i % 2 == 0 else order[::-1]:
+                    both = _analysis(lake, master, True, env, extra)
+                    pair[f"{name}_full"] = {**both["full"], "jvm_start_s": both["jvm_start_s"]}
+                    pair[f"{name}_refresh"] = both["refresh"]
+            else:  # a new process for each run
+                for name, lake, master in order if i % 2 == 0 else order[::-1]:
+                    pair[f"{name}_full"] = _analysis(lake, master, True, env)
+                subprocess.run(["cp", "-r", f"{extra}/client_configs/.", f"{lake_dir}/client_configs/"], check=True)
+                _upload(server, bucket, extra, "lake")
+                for name, lake, master in order if i % 2 else order[::-1]:
+                    pair[f"{name}_refresh"] = _analysis(lake, master, False, env)
             for part in ("full", "refresh"):
                 pair[f"ratio_{part}_s3_over_local"] = round(pair[f"s3_{part}"]["s"] / pair[f"local_{part}"]["s"], 2)
             os.environ.update(server.env())
@@ -211,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     analysis = sub.add_parser("analysis")
     analysis.add_argument("--instances", type=int, default=100_000)
     analysis.add_argument("--repeat", type=int, default=2)
+    analysis.add_argument("--mode", choices=("warm", "cold"), default="warm",
+                          help="warm: one driver per side for the full run and the refresh (the service); "
+                               "cold: a new process per run")
     poll = sub.add_parser("poll")
     poll.add_argument("--clusters", type=int, default=20)
     poll.add_argument("--topics", type=int, default=2000)
@@ -222,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fleetview-s3-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if args.bench == "analysis":
-        result = bench_analysis(args.instances, args.repeat, workdir)
+        result = bench_analysis(args.instances, args.repeat, workdir, args.mode)
     else:
         result = bench_poll(args.clusters, args.topics, args.cycles, workdir)
     text = json.dumps(result, indent=2)
