@@ -120,6 +120,13 @@ _OIDC_SECRET_KEYS = {"client_id", "client_secret", "cookie_secret", "server_meta
                      "expose_tokens", "client_kwargs"}
 
 
+def _check_principals(value: list[str]) -> list[str]:
+    for principal in value:
+        if not _PRINCIPAL.fullmatch(principal) or principal != principal.strip():
+            raise ValueError(f"{principal!r} is not a principal: write \"group:NAME\", \"user:EMAIL\" or \"*\"")
+    return value
+
+
 class AccessGrant(_Strict):
     """Who may view a cluster and who may operate it (Poll now, Recompute); operate implies view."""
 
@@ -129,10 +136,7 @@ class AccessGrant(_Strict):
     @field_validator("view", "operate")
     @classmethod
     def _principals(cls, value: list[str]) -> list[str]:
-        for principal in value:
-            if not _PRINCIPAL.fullmatch(principal) or principal != principal.strip():
-                raise ValueError(f"{principal!r} is not a principal: write \"group:NAME\", \"user:EMAIL\" or \"*\"")
-        return value
+        return _check_principals(value)
 
 
 # A metrics_url template may name these fields of each broker (from Metadata).
@@ -162,8 +166,9 @@ class BrokerMetricsSource(_Strict):
     ssl_keyfile: str | None = None
     ssl_check_hostname: bool = True
     timeout_s: float | None = Field(default=None, gt=0, le=600, allow_inf_nan=False)
-    # Whether the exporter's rules export KIP-896's DeprecatedRequestsPerSec; None: known for the exporter's
-    # default rules and Confluent's, so "no series" means "no such request" there only.
+    # Whether the exporter's rules export KIP-896's DeprecatedRequestsPerSec. Only true makes "no series" mean "no such
+    # request": a page cannot tell a meter never created (no such request since the broker started) from one dropped
+    # by the rules; a series on a broker's page shows it is exported whatever this says.
     exports_deprecated_requests: bool | None = None
 
     _password: Secret | None = PrivateAttr(default=None)
@@ -398,6 +403,8 @@ class Settings(_Strict):
     # every cluster's client configs); a remote master's executors need an address they can reach (docs/spark.md).
     spark_driver_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.:\-\[\]]{1,253}$")
     retention_days: int = Field(default=30, ge=1, le=3_650)
+    # The audit table (who did and read what, docs/api.md) keeps its own, longer retention.
+    audit_retention_days: int = Field(default=365, ge=1, le=3_650)
     secrets_file: str = DEFAULT_SECRETS_FILE
     # What one cluster may cost a poll (docs/security.md, "Hostile brokers and ZooKeeper").
     # A Metadata answer above this many bytes is refused (16 MiB fits 200,000 partitions).
@@ -427,6 +434,8 @@ class Settings(_Strict):
     client_metrics_window_s: float = Field(default=3_600.0, gt=0, le=30 * 86_400, allow_inf_nan=False)
     # An exporter page (or Prometheus answer) above this many bytes is refused.
     client_metrics_max_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
+    # The policy file (docs/standards.md), relative to the fleet file; unset: policies.toml beside it when present.
+    policies: str | None = Field(default=None, min_length=1, max_length=4096)
 
     @field_validator("lake_path")
     @classmethod
@@ -463,6 +472,15 @@ class AuthSettings(_Strict):
     max_session_hours: float = Field(default=12.0, gt=0, le=720, allow_inf_nan=False)
     # The grant of every cluster that has no `access` of its own; None: such clusters are shown to nobody.
     default_access: AccessGrant | None = None
+    # Who may read the audit log (the Audit page, GET /api/v1/audit): principals as in `access`; nobody by default.
+    audit: list[str] = Field(default_factory=list, max_length=1000)
+    # The API's bearer tokens must name this audience (`aud`); unset: the client_id of the provider in secrets.toml.
+    api_audience: str | None = Field(default=None, min_length=1, max_length=500)
+
+    @field_validator("audit")
+    @classmethod
+    def _audit_principals(cls, value: list[str]) -> list[str]:
+        return _check_principals(value)
 
     @field_validator("groups_claim")
     @classmethod

@@ -25,6 +25,15 @@ class ServiceSettings(_Strict):
     ui_base_path: str = Field(default="", pattern=r"^[A-Za-z0-9._~/-]*$", max_length=200)
     metrics_address: str = "127.0.0.1"
     metrics_port: int = Field(default=9308, ge=0, le=65535)
+    # The read-only HTTP API and MCP endpoint (docs/api.md): one more supervised child on its own port (0: a free one).
+    api: bool = True
+    api_address: str = "127.0.0.1"
+    api_port: int = Field(default=8502, ge=0, le=65535)
+    # Requests per second per principal (a token's subject, or the client address without login), and the burst.
+    api_rate_per_s: float = Field(default=20.0, gt=0, le=100_000, allow_inf_nan=False)
+    api_rate_burst: int = Field(default=100, ge=1, le=1_000_000)
+    # The audit log's journals are rolled into the lake's audit table this often.
+    audit_compact_interval_s: float = Field(default=10.0, gt=0, le=3_600, allow_inf_nan=False)
     # Where the service keeps status.json, requests/, logs/ and its lock; "" = <lake>/_state/service (local lakes).
     state_dir: str = ""
     # Ingest sources run on their own interval_s; analyze refreshes incrementally on this one.

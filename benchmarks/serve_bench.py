@@ -271,7 +271,7 @@ def bench_resources(clusters: int, topics: int, seconds: float, clients: int, po
             with (workdir / "serve.log").open("wb") as log:
                 serve = subprocess.Popen([sys.executable, "-m", "backend", "serve", "--config", str(config), "--lake",
                                           str(workdir / "lake"), "--metrics-port", str(metrics_port), "--ui-port",
-                                          str(ui_port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                          str(ui_port), "--no-api"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
             status_file = workdir / "lake" / "_state" / "service" / "status.json"
             pids: dict[str, int] = {}

@@ -15,7 +15,7 @@ if _ROOT not in sys.path:
 from backend import jobs  # noqa: E402 - needs the sys.path bootstrap above
 from backend.configs.sensitive import install_log_filter  # noqa: E402
 from backend.views import fleet_views  # noqa: E402
-from dashboard import auth, charts, components, data  # noqa: E402
+from dashboard import audit, auth, charts, components, data  # noqa: E402
 
 PAGES = (
     ("../pages/fleet.py", "Fleet", ":material/hub:", "fleet"),
@@ -25,8 +25,10 @@ PAGES = (
     ("../pages/client_configs.py", "Client configs", ":material/tune:", "client_configs"),
     ("../pages/clients.py", "Clients", ":material/devices:", "clients"),
     ("../pages/upgrade.py", "Upgrade readiness", ":material/upgrade:", "upgrade"),
+    ("../pages/standards.py", "Standards", ":material/rule:", "standards"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),
+    ("../pages/audit.py", "Audit", ":material/policy:", "audit"),  # holders of the audit grant only (pages())
 )
 
 
@@ -40,7 +42,8 @@ def pages() -> list[st.Page]:
     default = PAGES[0]
     listed = [st.Page(default[0], title=default[1], icon=default[2], url_path="home", default=True)]
     listed.append(st.Page(default[0], title=default[1], icon=default[2], url_path=default[3], visibility="hidden"))
-    listed += [st.Page(path, title=title, icon=icon, url_path=url) for path, title, icon, url in PAGES[1:]]
+    listed += [st.Page(path, title=title, icon=icon, url_path=url) for path, title, icon, url in PAGES[1:]
+               if url != "audit" or auth.may_audit_log()]
     return listed
 
 
@@ -76,15 +79,32 @@ def job_buttons(location: str, access: auth.Access) -> None:
     if st.button("Poll now", width="stretch", key="app_poll", icon=":material/refresh:",
                  help="Asks the running service to poll now" if service is not None
                  else "Runs python -m backend poll --once in the background"):
+        audit_operate("poll_now")
         if jobs.run_job("poll", registry, lake=location, fleet_file=fleet, cwd=Path(_ROOT)) == "service":
             st.toast("The service polls now.")
     if st.button("Recompute", width="stretch", key="app_recompute", icon=":material/functions:",
                  help="Asks the running service to run the analysis next" if service is not None
                  else "Runs python -m backend analyze in the background"):
+        audit_operate("recompute")
         if jobs.run_job("analyze", registry, lake=location, fleet_file=fleet, cwd=Path(_ROOT)) == "service":
             st.toast("The service runs the analysis next.")
     if service is None and (registry.current("poll") or registry.current("analyze")):
         components.job_progress()
+
+
+def audit_operate(job: str) -> None:
+    """The audit record of an operate action (Poll now, Recompute: every cluster of the fleet file)."""
+    fleet, _ = auth.policy()
+    audit.write(fleet, auth.person(), "operate", job, clusters=[c.name for c in fleet.clusters] if fleet else [])
+
+
+def audit_view(navigation: st.navigation) -> None:  # type: ignore[valid-type]
+    """The audit record of a page view (when the page or its cluster/group changes, not at every rerun)."""
+    fleet, _ = auth.policy()
+    params = {k: str(st.query_params.get(k)) for k in ("cluster", "group") if st.query_params.get(k)}
+    if "cluster" in params and not data.may_view(data.lake(), params["cluster"]):
+        return  # the page refuses it and records the refusal
+    audit.page_view(fleet, auth.person(), getattr(navigation, "url_path", "") or "home", params)
 
 
 # The favicon is the product's own file (sent inline as a data: URL): a :material/...: icon would make every
@@ -101,6 +121,7 @@ def main() -> None:
     navigation = st.navigation(pages())
     if components.ensure_no_raw_export():
         st.rerun()  # the browser learns the option from the next run's session message (same page: after navigation)
+    audit_view(navigation)
     sidebar(access)
     if access.banner:
         st.warning(access.banner, icon=":material/lock_open:")

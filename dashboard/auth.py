@@ -14,11 +14,12 @@ import streamlit as st
 
 from backend.auth.ended import EndedLogins
 from backend.auth.exposure import decide_exposure, insecure_requested
-from backend.auth.grants import Role, grants_for, may_log_in, operates_all, user_groups
+from backend.auth.grants import Role, grants_for, may_audit, may_log_in, operates_all, user_groups
 from backend.auth.session import session_expired, session_expires_at, session_key
 from backend.config import Fleet, FleetConfigError, default_fleet_file, load_fleet
 from backend.service.status import service_state_dir
 from backend.store.location import resolve_lake
+from dashboard import audit
 from dashboard.text import plain
 
 ACCESS_KEY = "_fleetview_access"
@@ -37,6 +38,8 @@ class Access:
     expires_at: float = math.inf
     key: str = ""
     ended_dir: str | None = None  # where Log out records this login as ended (the service's state directory)
+    groups: tuple[str, ...] = ()
+    audit: bool = False  # may read the audit log ([auth] audit; everyone with login off)
 
     @property
     def visible(self) -> tuple[str, ...] | None:
@@ -76,6 +79,12 @@ def _ended_dir(fleet: Fleet) -> str | None:
     lake = resolve_lake(None, fleet_lake_path=fleet.settings.lake_path)
     directory = service_state_dir(lake, configured=fleet.service.state_dir)
     return None if directory is None else str(directory)
+
+
+@st.cache_resource(show_spinner=False)
+def _logins_recorded() -> set[str]:
+    """Logins this UI process has written an audit record for (one record per login, not per browser tab)."""
+    return set()
 
 
 def _only(draw: Callable[[], None]) -> NoReturn:
@@ -150,7 +159,7 @@ def gate() -> Access:
         banner = (f"Login is off and this UI listens on {address or 'every interface'}: anyone who can reach it sees "
                   "every cluster and can start polls ([auth] required = false, --insecure-no-login)."
                   if exposure.banner else None)
-        access = Access(login=False, banner=banner, roles=None, operate_all=True)
+        access = Access(login=False, banner=banner, roles=None, operate_all=True, audit=True)
         st.session_state[ACCESS_KEY] = access
         return access
     if not _provider_configured(fleet.auth.provider):
@@ -159,6 +168,7 @@ def gate() -> Access:
               + (f" [auth.{fleet.auth.provider}]" if fleet.auth.provider else "") + "). See docs/auth.md.")
     if not st.user.is_logged_in:
         st.session_state.pop(ACCESS_KEY, None)
+        audit.forged_cookie(fleet)
         _login_page(fleet.auth.provider)
     claims = st.user.to_dict()
     now = time.time()
@@ -170,12 +180,22 @@ def gate() -> Access:
                                          "hours, or you logged out). Log in again.")
     who = str(claims.get("email") or claims.get("preferred_username") or claims.get("name") or claims.get("sub") or "")
     roles = grants_for(claims, fleet)
-    if not roles:
+    groups = tuple(sorted(user_groups(claims, fleet.auth)))
+    auditor = may_audit(claims, fleet)
+    if not roles and not auditor:
         st.session_state.pop(ACCESS_KEY, None)
+        if not st.session_state.get("_fleetview_audit_denied"):
+            st.session_state["_fleetview_audit_denied"] = True
+            audit.write(fleet, audit.who(who, groups), "refusal", "login", outcome="forbidden",
+                        detail="no cluster of this fleet is granted")
         _no_access_page(claims, fleet, who)
     access = Access(login=True, banner=None, roles=tuple(sorted(roles.items())), operate_all=operates_all(roles, fleet),
                     user=who, expires_at=session_expires_at(claims, fleet.auth.max_session_hours), key=key,
-                    ended_dir=ended_dir)
+                    ended_dir=ended_dir, groups=groups, audit=auditor)
+    if key not in _logins_recorded():
+        _logins_recorded().add(key)
+        audit.write(fleet, audit.who(who, groups), "login", "login",
+                    params={"provider": fleet.auth.provider or "default"})
     st.session_state[ACCESS_KEY] = access
     return access
 
@@ -197,6 +217,18 @@ def visible() -> tuple[str, ...] | None:
     return () if access is None else access.visible
 
 
+def may_audit_log() -> bool:
+    """Whether this session may read the audit log (the Audit page)."""
+    access = current()
+    return access is not None and access.audit
+
+
+def person() -> audit.Who:
+    """Who this session is, for its audit records."""
+    access = current()
+    return audit.who(access.user if access else "", access.groups if access else ())
+
+
 def may_operate() -> bool:
     """Whether this session may start Poll now and Recompute (operate on every cluster of the fleet file)."""
     access = current()
@@ -210,6 +242,8 @@ def logout_button() -> None:
         return
     st.caption(f":material/person: {plain(access.user)}")
     if st.button("Log out", key="auth_logout", width="stretch", icon=":material/logout:"):
+        fleet, _ = policy()
+        audit.write(fleet, audit.who(access.user, access.groups), "logout", "logout")
         _ended_logins(access.ended_dir).add(access.key, time.time())
         st.session_state.pop(ACCESS_KEY, None)
         st.logout()

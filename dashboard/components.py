@@ -17,7 +17,7 @@ from backend.export.csv_safe import safe_csv
 from backend.jobs import JobRegistry
 from backend.plain_text import visible
 from backend.views.display import visible_columns, visible_frame
-from dashboard import auth
+from dashboard import audit, auth
 from dashboard.text import option, plain, plain_list
 
 __all__ = ["option", "plain", "plain_list"]  # the one plain-text rule (dashboard/text.py), re-exported for the pages
@@ -56,7 +56,9 @@ def data_table(frame: pd.DataFrame, *, key: str, name: str | None = None,
     hidden = {c for c, v in (column_config or {}).items() if v is None}
     columns = [c for c in (column_order if column_order is not None else frame.columns) if c not in hidden]
     exported = frame.loc[:, columns]
-    st.download_button("CSV", lambda: safe_csv(exported), file_name=f"{file_stem(name or key)}.csv", mime="text/csv",
+    stem = file_stem(name or key)
+    st.download_button("CSV", deferred_export(f"{stem}.csv", lambda: safe_csv(exported), _clusters_of(exported)),
+                       file_name=f"{stem}.csv", mime="text/csv",
                        key=f"{key}_csv", on_click="ignore", icon=":material/download:", type="tertiary",
                        help="This table as CSV, with spreadsheet formulas neutralised")
     return event
@@ -136,21 +138,49 @@ def _image_maker(fig: go.Figure, fmt: str) -> Callable[[], bytes]:
     return lambda: images.figure_image(fig, fmt)
 
 
+def _clusters_of(frame: pd.DataFrame | None) -> list[str]:
+    for column in ("cluster_name", "cluster"):
+        if frame is not None and column in frame:
+            return sorted({str(c) for c in frame[column].dropna().unique()})[:50]
+    return []
+
+
+def deferred_export(name: str, make: Callable[[], Any], clusters: Iterable[str] = ()) -> Callable[[], Any]:
+    """A deferred download's data maker that writes an audit record (who, what, clusters) when it is fetched."""
+    fleet, _ = auth.policy()
+    return audit.on_export(fleet, auth.person(), name, make, clusters)
+
+
+def audit_journal(fleet: Any) -> str | None:
+    """The audit journal directory this UI writes to (its records not yet rolled into the lake are read there)."""
+    return audit.journal_of(fleet)
+
+
+def export_recorder(name: str, clusters: Iterable[str] = ()) -> Callable[[], None]:
+    """An on_click callback for a download button: the audit record of the export (who, what, which clusters)."""
+    fleet, _ = auth.policy()
+    person, chosen = auth.person(), tuple(clusters)
+    return lambda: audit.write(fleet, person, "export", name, clusters=chosen)
+
+
 def export_buttons(fig: go.Figure | None, frame: pd.DataFrame | None, *, name: str, key: str) -> None:
     """Download buttons: chart as PNG, SVG and HTML; data as CSV and Parquet."""
     cols = st.columns(5)
+    clusters = _clusters_of(frame)
     if fig is not None:
-        cols[0].download_button("PNG", _image_maker(fig, "png"), file_name=f"{name}.png", mime="image/png",
+        cols[0].download_button("PNG", deferred_export(f"{name}.png", _image_maker(fig, "png"), clusters),
+                                file_name=f"{name}.png", mime="image/png",
                                 key=f"{key}_png", on_click="ignore", icon=":material/image:")
-        cols[1].download_button("SVG", _image_maker(fig, "svg"), file_name=f"{name}.svg",
-                                mime="image/svg+xml", key=f"{key}_svg", on_click="ignore")
+        cols[1].download_button("SVG", deferred_export(f"{name}.svg", _image_maker(fig, "svg"), clusters),
+                                file_name=f"{name}.svg", mime="image/svg+xml", key=f"{key}_svg", on_click="ignore")
         cols[2].download_button("HTML", images.figure_html(fig), file_name=f"{name}.html", mime="text/html",
-                                key=f"{key}_html", on_click="ignore")
+                                key=f"{key}_html", on_click=export_recorder(f"{name}.html", clusters))
     if frame is not None:
         cols[3].download_button("CSV", safe_csv(frame), file_name=f"{name}.csv", mime="text/csv",
-                                key=f"{key}_csv", on_click="ignore")
+                                key=f"{key}_csv", on_click=export_recorder(f"{name}.csv", clusters))
         cols[4].download_button("Parquet", _parquet_bytes(frame), file_name=f"{name}.parquet",
-                                mime="application/vnd.apache.parquet", key=f"{key}_parquet", on_click="ignore")
+                                mime="application/vnd.apache.parquet", key=f"{key}_parquet",
+                                on_click=export_recorder(f"{name}.parquet", clusters))
 
 
 @st.cache_resource

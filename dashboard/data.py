@@ -1,8 +1,9 @@
 """Cached readers of the lake for the pages (every cache has a ttl; nothing here touches a cluster).
 
-The one choke point of who sees what: every reader a page, export or report uses is filtered to the clusters the
-session may view (dashboard.auth, backend.auth.scope) before it returns, so no page can forget. The cache key holds
-the visible names, so sessions with different grants never share an entry.
+The one choke point of who sees what for the pages: every reader a page, export or report uses is the grant-filtered
+reader of backend.views.scoped (the same ones the API and MCP call), for the clusters the session may view
+(dashboard.auth), cached here with a ttl. The cache key holds the visible names, so sessions with different grants
+never share an entry.
 """
 
 from __future__ import annotations
@@ -13,18 +14,17 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from backend.auth.scope import Scope, scope_for
+from backend.auth.scope import Scope
 from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
-from backend.store import group_readers
-from backend.views import config_views, fleet_views, frames, lakes, readiness
-from dashboard import auth
+from backend.views import fleet_views, frames, lakes, readiness, standards_views
+from backend.views.scoped import ScopedLake
+from dashboard import audit, auth
 
 Visible = tuple[str, ...] | None
 
 SNAPSHOT_TTL_S = 15
 RESULTS_TTL_S = 60
-HISTORY_POLLS = 20
 _log = logging.getLogger(__name__)
 
 
@@ -78,10 +78,19 @@ def visible() -> Visible:
     return auth.visible()
 
 
-@st.cache_resource(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=64)
-def _scope(location: str, names: Visible) -> Scope:
+# Short-lived: its readers memoise, and each public reader below adds its own ttl on top.
+SCOPED_LAKE_TTL_S = 5
+
+
+@st.cache_resource(ttl=SCOPED_LAKE_TTL_S, show_spinner=False, max_entries=64)
+def _lake(location: str, names: Visible) -> ScopedLake:
+    """The grant-filtered readers (backend.views.scoped) of one lake for one set of visible names."""
     fleet, _ = auth.policy()
-    return scope_for(names, frames.known_clusters(location), [c.name for c in fleet.clusters] if fleet else [])
+    return ScopedLake.open(location, names, [c.name for c in fleet.clusters] if fleet else [])
+
+
+def _scope(location: str, names: Visible) -> Scope:
+    return _lake(location, names).seen
 
 
 def scope(location: str) -> Scope:
@@ -89,9 +98,25 @@ def scope(location: str) -> Scope:
     return _scope(location, visible())
 
 
+def scoped_lake(location: str) -> ScopedLake:
+    """This session's grant-filtered readers of the lake (the same ones the API and MCP read)."""
+    return _lake(location, visible())
+
+
 def may_view(location: str, cluster: str) -> bool:
     """Whether this session may view the cluster (says nothing about whether it exists)."""
     return scope(location).may_view(cluster)
+
+
+def audit_refusal(action: str, cluster: str) -> None:
+    """The audit record of a page asked for a cluster this session may not view (once per session and cluster)."""
+    seen = st.session_state.setdefault("_fleetview_audit_refused", set())
+    if (action, cluster) in seen:
+        return
+    seen.add((action, cluster))
+    fleet, _ = auth.policy()
+    audit.write(fleet, auth.person(), "refusal", action, outcome="not_found", clusters=[cluster],
+                params={"cluster": cluster})
 
 
 def restricted() -> bool:
@@ -100,20 +125,9 @@ def restricted() -> bool:
     return access is None or access.login
 
 
-_TEXT_COLUMNS = ("error", "evidence_json", "latest_evidence_json", "explanation", "subject", "evidence", "message",
-                 "latest_evidence", "rationale", "before_json", "after_json", "value")
-
-
-def _by_name(frame: pd.DataFrame, location: str, names: Visible, column: str = "cluster_name") -> pd.DataFrame:
-    if names is None:
-        return frame
-    seen = _scope(location, names)
-    return seen.redact_columns(seen.by_name(frame, column), _TEXT_COLUMNS).reset_index(drop=True)
-
-
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _cluster_history(location: str, names: Visible) -> pd.DataFrame:
-    return _by_name(frames.known_clusters(location), location, names)
+    return _lake(location, names).cluster_history()
 
 
 def cluster_history(location: str) -> pd.DataFrame:
@@ -123,7 +137,7 @@ def cluster_history(location: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _latest_clusters(location: str, names: Visible) -> pd.DataFrame:
-    return fleet_views.latest_clusters(_by_name(frames.latest_clusters(location), location, names))
+    return _lake(location, names).latest_clusters()
 
 
 def latest_clusters(location: str) -> pd.DataFrame:
@@ -133,9 +147,7 @@ def latest_clusters(location: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _latest_brokers(location: str, cluster: str | None, with_data: bool, names: Visible) -> pd.DataFrame:
-    if cluster is not None and names is not None and cluster not in names:
-        return frames.latest_rows(location, "broker_snapshots", "", with_data=with_data).iloc[0:0]
-    return _by_name(frames.latest_rows(location, "broker_snapshots", cluster, with_data=with_data), location, names)
+    return _lake(location, names).latest_brokers(cluster, with_data)
 
 
 def latest_brokers(location: str, cluster: str | None = None, with_data: bool = False) -> pd.DataFrame:
@@ -145,7 +157,7 @@ def latest_brokers(location: str, cluster: str | None = None, with_data: bool = 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _version_timeline(location: str, names: Visible) -> pd.DataFrame:
-    return _by_name(frames.version_timeline(location), location, names)
+    return _lake(location, names).version_timeline()
 
 
 def version_timeline(location: str) -> pd.DataFrame:
@@ -155,9 +167,7 @@ def version_timeline(location: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
 def _latest_topics(location: str, cluster: str, names: Visible) -> pd.DataFrame:
-    if names is not None and cluster not in names:
-        return frames.latest_rows(location, "topic_snapshots", "", with_data=True).iloc[0:0]
-    return frames.latest_rows(location, "topic_snapshots", cluster, with_data=True)
+    return _lake(location, names).latest_topics(cluster)
 
 
 def latest_topics(location: str, cluster: str) -> pd.DataFrame:
@@ -167,9 +177,7 @@ def latest_topics(location: str, cluster: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=4)
 def _latest_topics_of(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
-    allowed = [c for c in clusters if names is None or c in names]
-    frame = frames.latest_rows(location, "topic_snapshots", with_data=True)
-    return frame.loc[frame["cluster_name"].isin(allowed), ["cluster_name", "topic", "topic_id"]]
+    return _lake(location, names).latest_topics_of(clusters)
 
 
 def latest_topics_of(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
@@ -179,27 +187,17 @@ def latest_topics_of(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
 def _recent_changes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
-    if names is not None and cluster not in names:
-        return fleet_views.recent_changes_from_log(frames.changes(location, "").iloc[0:0], cluster)
-    if frames.is_v2(location):
-        changes = _by_name(frames.changes(location, cluster), location, names)
-        return fleet_views.recent_changes_from_log(changes, cluster)
-    mine = frames.poll_history(location, cluster).tail(HISTORY_POLLS)
-    polls = set(mine["poll_id"])
-    topics = frames.read_snapshots(location, "topic_snapshots", polls, cluster)
-    brokers = frames.read_snapshots(location, "broker_snapshots", polls, cluster)
-    return fleet_views.recent_changes(topics, brokers, mine, cluster)
+    return _lake(location, names).recent_changes(cluster)
 
 
 def recent_changes(location: str, cluster: str) -> pd.DataFrame:
-    """Recent changes of one cluster: from the change log (v2 lake), else over its last HISTORY_POLLS polls."""
+    """Recent changes of one cluster: from the change log (v2 lake), else over its last polls."""
     return _recent_changes(location, cluster, visible())
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
 def _broker_configs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
-    allowed = tuple(c for c in clusters if names is None or c in names)
-    return _by_name(frames.broker_configs(location, allowed), location, names)
+    return _lake(location, names).broker_configs(clusters)
 
 
 def broker_configs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
@@ -209,8 +207,7 @@ def broker_configs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
 def _config_runs(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
-    allowed = tuple(c for c in clusters if names is None or c in names)
-    return _by_name(frames.config_runs(location, allowed), location, names)
+    return _lake(location, names).config_runs(clusters)
 
 
 def config_runs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
@@ -220,10 +217,7 @@ def config_runs(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _zk_nodes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
-    if names is not None and cluster not in names:
-        return pd.DataFrame({"path": pd.Series(dtype=object), "value": pd.Series(dtype=object)})
-    frame = _by_name(frames.zk_nodes_last_seen(location, cluster), location, names)
-    return frame[["path", "value"]].sort_values("path").reset_index(drop=True)
+    return _lake(location, names).zk_nodes(cluster)
 
 
 def zk_nodes(location: str, cluster: str) -> pd.DataFrame:
@@ -233,7 +227,7 @@ def zk_nodes(location: str, cluster: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _fleet_alerts(location: str, names: Visible) -> pd.DataFrame:
-    return _by_name(frames.fleet_alerts(location), location, names)
+    return _lake(location, names).fleet_alerts()
 
 
 def fleet_alerts(location: str) -> pd.DataFrame:
@@ -241,30 +235,9 @@ def fleet_alerts(location: str) -> pd.DataFrame:
     return _fleet_alerts(location, visible())
 
 
-# Results that are not per cluster: shown only to a session that may view every cluster.
-FLEET_WIDE_RESULTS = ("ingest_stats",)
-
-
-def _scoped_result(location: str, name: str, names: Visible) -> pd.DataFrame:
-    frame = frames.read_result(location, name)
-    if names is None:
-        return frame
-    seen = _scope(location, names)
-    if name in FLEET_WIDE_RESULTS:
-        return frame if seen.everything else frame.iloc[0:0]
-    if name == "drift_clusters":
-        return seen.by_id(frame, "cluster_a", "cluster_b")
-    return seen.by_id(frame, "cluster_id") if "cluster_id" in frame else frame.iloc[0:0]
-
-
 @st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False)
 def _result(location: str, name: str, names: Visible) -> pd.DataFrame:
-    frame = config_views.drop_sensitive(_scoped_result(location, name, names))
-    if "cluster_id" in frame:
-        frame = config_views.name_clusters(frame, _cluster_names(location, names))
-    if name == "drift_clusters":
-        frame = config_views.name_drift(frame, _cluster_names(location, names))
-    return frame.reset_index(drop=True)
+    return _lake(location, names).result(name)
 
 
 def result(location: str, name: str) -> pd.DataFrame:
@@ -278,8 +251,7 @@ def result(location: str, name: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _cluster_names(location: str, names: Visible) -> dict[str, str]:
-    history = _cluster_history(location, names)
-    return config_views.id_to_name(history, list(_latest_clusters(location, names)["cluster_name"]))
+    return _lake(location, names).cluster_names()
 
 
 def cluster_names(location: str) -> dict[str, str]:
@@ -289,8 +261,7 @@ def cluster_names(location: str) -> dict[str, str]:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _id_collisions(location: str, names: Visible) -> dict[str, list[str]]:
-    history = _cluster_history(location, names)
-    return config_views.id_collisions(history, list(_latest_clusters(location, names)["cluster_name"]))
+    return _lake(location, names).id_collisions()
 
 
 def id_collisions(location: str) -> dict[str, list[str]]:
@@ -300,8 +271,7 @@ def id_collisions(location: str) -> dict[str, list[str]]:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _all_alerts(location: str, names: Visible) -> pd.DataFrame:
-    config = _scoped_result(location, "config_alerts", names)
-    return config_views.unified_alerts(_fleet_alerts(location, names), config, _cluster_names(location, names))
+    return _lake(location, names).all_alerts()
 
 
 def all_alerts(location: str) -> pd.DataFrame:
@@ -336,13 +306,9 @@ def clusters_with_configs_first(location: str, names: list[str]) -> list[str]:
 # ------------------------------------------------------------------ consumer groups (backend/store/group_readers.py)
 
 
-def _allowed(location: str, names: Visible) -> list[str] | None:
-    return None if names is None else list(names)
-
-
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
 def _groups(location: str, names: Visible) -> pd.DataFrame:
-    return _by_name(group_readers.read_groups(location, _allowed(location, names)), location, names)
+    return _lake(location, names).groups()
 
 
 def groups(location: str) -> pd.DataFrame:
@@ -352,8 +318,7 @@ def groups(location: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
 def _group_members(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
-    allowed = [c for c in clusters if names is None or c in names]
-    return _by_name(group_readers.group_members(location, allowed), location, names)
+    return _lake(location, names).group_members(clusters)
 
 
 def group_members(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
@@ -363,8 +328,7 @@ def group_members(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
 def _group_offsets(location: str, clusters: tuple[str, ...], names: Visible) -> pd.DataFrame:
-    allowed = [c for c in clusters if names is None or c in names]
-    return _by_name(group_readers.group_offsets(location, allowed), location, names)
+    return _lake(location, names).group_offsets(clusters)
 
 
 def group_offsets(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
@@ -374,7 +338,7 @@ def group_offsets(location: str, clusters: tuple[str, ...]) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False)
 def _group_runs(location: str, names: Visible) -> pd.DataFrame:
-    return _by_name(group_readers.group_runs(location, _allowed(location, names)), location, names)
+    return _lake(location, names).group_runs()
 
 
 def group_runs(location: str) -> pd.DataFrame:
@@ -384,10 +348,7 @@ def group_runs(location: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=8)
 def _group_changes(location: str, cluster: str, names: Visible) -> pd.DataFrame:
-    if names is not None and cluster not in names:
-        return frames.changes(location, "").iloc[0:0]
-    changes = frames.changes(location, cluster)
-    return _by_name(changes[changes["entity"] == "group"] if not changes.empty else changes, location, names)
+    return _lake(location, names).group_changes(cluster)
 
 
 def group_changes(location: str, cluster: str) -> pd.DataFrame:
@@ -399,9 +360,7 @@ def group_changes(location: str, cluster: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
 def _inventory(location: str, names: Visible) -> tuple[pd.DataFrame, pd.DataFrame]:
-    rows = _by_name(frames.inventory_rows(location, names), location, names)
-    runs = _by_name(frames.inventory_runs(location, names), location, names)
-    return rows, runs
+    return _lake(location, names).client_inventory()
 
 
 def client_inventory(location: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -413,27 +372,38 @@ def consumer_groups(location: str, names: Visible) -> tuple[pd.DataFrame | None,
     """Consumer groups (cluster_name, group_id, group_type, protocol_type, state) of the clusters `names` may view and
     the clusters whose groups were read; (None, ∅) while no cluster's groups were ever read (readiness: "not
     collected")."""
-    runs = _group_runs(location, names)
-    if runs.empty:
-        return None, frozenset()
-    return _groups(location, names), frozenset(runs["cluster_name"])
+    return _lake(location, names).consumer_groups()
 
 
 @st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
 def _readiness(location: str, target: str, names: Visible) -> readiness.Readiness:
-    clusters = _latest_clusters(location, names)
-    brokers = _latest_brokers(location, None, True, names)
-    rows, runs = _inventory(location, names)
-    has_results = frames.results_exist(location)
-    defaults, dist, versions, alerts = ((_result(location, name, names) if has_results else None)
-                                        for name in ("default_share", "distributions", "client_versions",
-                                                     "config_alerts"))
-    groups, groups_read = consumer_groups(location, names)
-    return readiness.readiness(clusters, brokers, rows, runs, default_share=defaults, distributions=dist,
-                               client_versions=versions, alerts=alerts, groups=groups, groups_read=groups_read,
-                               target=target)
+    return _lake(location, names).readiness(target)
 
 
 def upgrade_readiness(location: str, target: str) -> readiness.Readiness:
     """Readiness of every cluster this session may view for the target release (backend.views.readiness)."""
     return _readiness(location, target, visible())
+
+
+# ---------------------------------------------------------------- standards (issue 39: policies per tag, waivers)
+# (through the session's ScopedLake: a cluster outside its grants is not shown or counted)
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=16)
+def _standards(location: str, names: Visible) -> standards_views.Standards:
+    return _lake(location, names).standards()
+
+
+def standards(location: str) -> standards_views.Standards:
+    """The policies' results on the clusters this session may view, their findings, the policy file's state."""
+    return _standards(location, visible())
+
+
+@st.cache_data(ttl=RESULTS_TTL_S, show_spinner=False, max_entries=16)
+def _standards_trend(location: str, days: int, names: Visible) -> pd.DataFrame:
+    return _lake(location, names).standards_trend(days)
+
+
+def standards_trend(location: str, days: int = standards_views.TREND_DAYS) -> pd.DataFrame:
+    """% passing per day (fleet, per cluster, per policy) over the visible clusters."""
+    return _standards_trend(location, days, visible())

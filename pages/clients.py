@@ -18,8 +18,10 @@ def main() -> None:
     """Render the Clients page."""
     st.title("Clients")
     st.caption("Client software and versions as the brokers themselves count them (KIP-511 connections; KIP-896 "
-               "requests on protocol versions Kafka 4.0 removed), read from their JMX metrics. Clients older than "
-               "2.4 send no name: the brokers say `unknown`.")
+               "requests on protocol versions Kafka 4.0 removed), read from their JMX metrics. A client that sends no "
+               "name (a client before 2.4, or one that does not send ApiVersions v3, e.g. librdkafka with "
+               "api.version.request=false) shows as `unknown`. The brokers' own controller and inter-broker "
+               "connections are listed apart.")
     location = data.lake()
     if not data.lake_state(location)[0]:
         components.no_lake(location)
@@ -53,6 +55,15 @@ def main() -> None:
     shown = by_cluster[by_cluster["cluster_name"].isin(picked or names)]
     components.data_table(shown, key="clients_by_cluster", name="client-software-by-cluster", hide_index=True)
 
+    brokers_own = inventory_views.software_by_cluster(rows, role="broker")
+    brokers_own = brokers_own[brokers_own["cluster_name"].isin(picked or names)]
+    if not brokers_own.empty and st.toggle("show the brokers' own connections", value=False,
+                                           key="clients_show_brokers",
+                                           help="controller and inter-broker connections (on a controller listener, "
+                                                "or Apache Kafka's Java client at a broker's version on the "
+                                                "inter-broker listener): not clients"):
+        components.data_table(brokers_own, key="clients_brokers_own", name="broker-connections", hide_index=True)
+
     st.subheader("Requests on protocol versions Kafka 4.0 removed (KIP-896)")
     deprecated = inventory_views.deprecated_requests(rows, runs)
     deprecated = deprecated[deprecated["cluster_name"].isin(picked or names)]
@@ -60,6 +71,9 @@ def main() -> None:
         st.caption("None counted by the brokers of these clusters (see each cluster's status above for clusters whose "
                    "exporter rules do not export them).")
     else:
+        st.caption("A request counted within the cluster's window (client_metrics_window_s) blocks the upgrade until "
+                   "the window has passed since it was last counted (`blocks_for`); counts are compared only between "
+                   "two reads of the same broker process.")
         components.data_table(deprecated, key="clients_deprecated", name="deprecated-requests", hide_index=True)
 
     st.subheader("Brokers vs client-config sources")

@@ -19,6 +19,7 @@ def choose_cluster(location: str) -> str | None:
     if wanted and wanted not in names and data.restricted() and not data.may_view(location, wanted):
         # The same words whether or not the cluster exists: a name one may not view reveals nothing.
         st.error(f"No access to cluster {components.plain(wanted)}.", icon=":material/lock:")
+        data.audit_refusal("page cluster", wanted)
         return None
     if wanted and wanted not in names:
         st.warning(f"Cluster {components.plain(wanted)} is not in the lake (or is hidden by the tag filters).")

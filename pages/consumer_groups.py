@@ -15,10 +15,13 @@ from dashboard import charts, components, data
 from dashboard.text import option
 
 PAGE_SIZES = (50, 100, 500)
-STATUS_HELP = ("Burrow-style, from the last reads of the group (its window): lagging = lag grew without falling; "
-               "stalled = a partition kept its lag and its committed offset over the whole window; stopped = nothing "
-               "committed for group_stopped_after_s; empty_with_lag = no members while records wait; unknown = "
-               "nothing committed yet")
+STATUS_HELP = ("Burrow-style, from the last reads of the group (its window of records waiting: the lag plus the "
+               "records on partitions assigned without a commit): offset_ahead = a committed offset past the end of "
+               "the log (the tool's negative LAG: truncated, or the topic recreated; never ok); lagging = the records "
+               "waiting grew without falling; stalled = a partition kept its lag and its committed offset (or stayed "
+               "uncommitted with records) over the whole window; stopped = nothing committed for "
+               "group_stopped_after_s; empty_with_lag = no members while records wait; unknown = no lag known "
+               "(nothing committed yet, or a share group whose coordinator told none)")
 
 
 def group_link(cluster: str, key: str) -> str:
@@ -36,7 +39,8 @@ def list_view(location: str, groups: pd.DataFrame, clusters: list[str]) -> None:
     tiles[0].metric("Groups", f"{len(visible):,}", help="in the clusters the sidebar's tag filters keep")
     tiles[1].metric("Lagging, stalled, stopped or empty with lag",
                     f"{sum(counts.get(s, 0) for s in group_views.PROBLEMS):,}", help=STATUS_HELP)
-    tiles[2].metric("Total lag (records)", f"{int(visible['lag'].fillna(0).sum()):,}")
+    tiles[2].metric("Total lag (records)", f"{int(visible['lag'].fillna(0).sum()):,}",
+                    help="summed over the groups whose lag is known")
     tiles[3].metric("Consumer protocol (KIP-848)", f"{int((visible['group_type'] == 'consumer').sum()):,}",
                     help="groups of type consumer; the others of type classic still run the classic protocol")
     st.caption(" · ".join(f"{s.replace('_', ' ')} {n:,}" for s, n in counts.items()) or "No groups read yet.")
@@ -63,7 +67,10 @@ def list_view(location: str, groups: pd.DataFrame, clusters: list[str]) -> None:
         "open": st.column_config.LinkColumn("open", display_text="open ↗", width=52),
         "status": st.column_config.TextColumn("status", help=STATUS_HELP),
         "lag": st.column_config.NumberColumn("lag", help="records behind the end of the log (positive partition lags "
-                                                         "summed)", format="%d"),
+                                                         "summed; empty when no lag is known)", format="%d"),
+        "uncommitted": st.column_config.NumberColumn("uncommitted", help="records on partitions the group is "
+                                                     "assigned but has committed nothing on (the tool shows their "
+                                                     "LAG as -): waiting beside the lag", format="%d"),
         "status_since": st.column_config.DatetimeColumn("status since (UTC)", format="YYYY-MM-DD HH:mm"),
         "group": st.column_config.TextColumn("group", width="medium")})
     nav = st.columns([1, 2, 1])
@@ -79,7 +86,7 @@ def list_view(location: str, groups: pd.DataFrame, clusters: list[str]) -> None:
             frame = group_views.export_frame(matched, data.group_offsets(location, names),
                                              data.group_members(location, names))
             st.download_button("CSV", safe_csv(frame), file_name="consumer-groups.csv", mime="text/csv",
-                               key="consumer_groups_csv", on_click="ignore")
+                               key="consumer_groups_csv", on_click=components.export_recorder("consumer-groups.csv", names))
 
     st.subheader("KIP-848 migration", help="Kafka 4.0 made the consumer rebalance protocol generally available; "
                  "group.protocol=consumer moves a group to it")
@@ -102,17 +109,23 @@ def detail_view(location: str, groups: pd.DataFrame, cluster: str, key: str) -> 
                f"coordinator broker {components.plain(row['coordinator_id'])}")
     if len(gid) > 200:
         st.text_area("full group id", option(gid), key="consumer_groups_full_id", disabled=True)
-    head = st.columns(4)
+    head = st.columns(5)
     head[0].metric("status", str(row["status"]).replace("_", " "), help=STATUS_HELP)
-    head[1].metric("lag", f"{int(row['lag']):,}" if pd.notna(row["lag"]) else "unknown")
-    head[2].metric("members", int(row["members"]))
-    head[3].metric("partitions", int(row["partitions"]))
+    head[1].metric("lag", f"{int(row['lag']):,}" if pd.notna(row["lag"]) else "unknown",
+                   help="a share group's lag as its coordinator computes it (kafka-share-groups.sh's LAG)"
+                   if row["group_type"] == "share" else None)
+    waiting = row.get("uncommitted_records")
+    head[2].metric("uncommitted", f"{int(waiting):,}" if pd.notna(waiting) else "-",
+                   help="records on partitions assigned without a commit (log end - log start), beside the lag")
+    head[3].metric("members", int(row["members"]))
+    head[4].metric("partitions", int(row["partitions"]))
     for line in group_views.evidence_lines(row):
         st.caption(components.plain(line))
     if isinstance(row["error"], str) and row["error"]:
         st.caption(f":material/warning: {components.plain(row['error'])}")
 
-    st.markdown("**Lag over the window**")
+    st.markdown("**Records waiting over the window** (the lag, plus the records on partitions assigned without a "
+                "commit: what the status is judged on)")
     window = group_views.window_frame(row)
     st.plotly_chart(charts.group_lag_window_chart(window, group=group_views.display(gid, 60)),
                     key="consumer_groups_window")
@@ -120,11 +133,16 @@ def detail_view(location: str, groups: pd.DataFrame, cluster: str, key: str) -> 
     members = data.group_members(location, names)
     offsets = data.group_offsets(location, names)
     st.markdown("**Members**")
-    components.data_table(group_views.members_table(members, cluster, gid), key="consumer_groups_members", hide_index=True)
-    st.markdown("**Partitions** (as kafka-consumer-groups.sh --describe shows them; largest lag first)")
+    components.data_table(group_views.as_the_tool_shows(group_views.members_table(members, cluster, gid)),
+                          key="consumer_groups_members", hide_index=True)
+    share = row["group_type"] == "share"
+    st.markdown("**Partitions** (as kafka-share-groups.sh --describe shows them: START-OFFSET, LAG; largest lag first)"
+                if share else "**Partitions** (as kafka-consumer-groups.sh --describe shows them; largest lag first)")
     parts = group_views.partitions_table(offsets, members, cluster, gid)
-    components.data_table(group_views.topic_lag(parts), key="consumer_groups_topic_lag", hide_index=True)
-    components.data_table(parts, key="consumer_groups_partitions", hide_index=True, column_config={
+    components.data_table(group_views.as_the_tool_shows(group_views.topic_lag(parts)),
+                          key="consumer_groups_topic_lag", hide_index=True)
+    components.data_table(group_views.as_the_tool_shows(parts, share=share), key="consumer_groups_partitions",
+                          hide_index=True, column_config={
         "last_moved_at": st.column_config.DatetimeColumn("commit last moved (UTC)", format="YYYY-MM-DD HH:mm:ss")})
 
     st.markdown("**Incidents**")

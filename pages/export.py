@@ -87,13 +87,16 @@ def readiness_section(location: str) -> None:
         f"{n} {v}" for v, n in ready.verdicts["verdict"].value_counts().sort_index().items()))
     left, right, third = st.columns(3)
     left.download_button("Download readiness checklist (CSV)", checklist, file_name=f"upgrade-readiness-{target}.csv",
-                         mime="text/csv", key="export_readiness_download", on_click="ignore")
+                         mime="text/csv", key="export_readiness_download",
+                         on_click=components.export_recorder(f"upgrade-readiness-{target}.csv"))
     right.download_button("Download client-config keys (CSV)", keys,
                           file_name=f"upgrade-readiness-keys-{target}.csv", mime="text/csv",
-                          key="export_readiness_keys_download", on_click="ignore")
+                          key="export_readiness_keys_download",
+                          on_click=components.export_recorder(f"upgrade-readiness-keys-{target}.csv"))
     third.download_button("Download instances that set them (CSV)", instances,
                           file_name=f"upgrade-readiness-instances-{target}.csv", mime="text/csv",
-                          key="export_readiness_instances_download", on_click="ignore")
+                          key="export_readiness_instances_download",
+                          on_click=components.export_recorder(f"upgrade-readiness-instances-{target}.csv"))
 
 
 def report_section(location: str) -> None:
@@ -116,7 +119,8 @@ def report_section(location: str) -> None:
         st.error(components.plain(exc))
         return
     st.download_button("Download drift report (HTML)", text, file_name="config-drift-report.html",
-                       mime="text/html", key="export_report_download", on_click="ignore")
+                       mime="text/html", key="export_report_download",
+                       on_click=components.export_recorder("config-drift-report.html", clusters))
 
 
 def groups_section(location: str) -> None:
@@ -137,7 +141,7 @@ def groups_section(location: str) -> None:
         st.error(components.plain(exc))
         return
     st.download_button("Download groups (CSV)", text, file_name="consumer-groups.csv", mime="text/csv",
-                       key="export_groups_download", on_click="ignore")
+                       key="export_groups_download", on_click=components.export_recorder("consumer-groups.csv", clusters))
 
 
 def main() -> None:

@@ -138,8 +138,11 @@ def kafka39(rig_dir: Path, zookeeper: ZooKeeperServer) -> Iterator[KafkaZkCluste
 
 @pytest.fixture(scope="session")
 def kafka4(rig_dir: Path) -> Iterator[KafkaKraftCluster]:
-    """A real Apache Kafka 4.x KRaft cluster of 3 combined broker+controller nodes."""
-    cluster = KafkaKraftCluster(rig_dir / "kafka4")
+    """A real Apache Kafka 4.x KRaft cluster of 3 combined broker+controller nodes, each with the Prometheus JMX exporter
+    agent (`make inventory-jars`) on its own `metrics_port`."""
+    agent = REPO / ".cache" / "inventory" / "agent" / "jmx_prometheus_javaagent-1.0.1.jar"
+    assert agent.is_file(), "the JMX exporter agent is missing: run `make inventory-jars`"
+    cluster = KafkaKraftCluster(rig_dir / "kafka4", exporter_agent=agent)
     try:
         _timed_start("kafka4 (3 KRaft nodes)", cluster.start)
         yield cluster

@@ -120,3 +120,10 @@ def grants_for(claims: Mapping[str, Any], fleet: Fleet) -> dict[str, Role]:
 def operates_all(roles: Mapping[str, Role], fleet: Fleet) -> bool:
     """Whether the roles include operate on every cluster of the fleet file (what Poll now and Recompute touch)."""
     return bool(fleet.clusters) and all(roles.get(c.name) == "operate" for c in fleet.clusters)
+
+
+def may_audit(claims: Mapping[str, Any], fleet: Fleet) -> bool:
+    """Whether the claims hold the fleet-wide `audit` grant ([auth] audit): the Audit page and GET /api/v1/audit."""
+    if not claims or not may_log_in(claims, fleet.auth) or not fleet.auth.audit:
+        return False
+    return _matches(fleet.auth.audit, principals(claims, fleet.auth))

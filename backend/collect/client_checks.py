@@ -4,8 +4,8 @@
   the window; one incident per cluster, its evidence names request, version and software.
 - `client_below_floor` (standing): client software older than what Kafka 4.x serves is connected (Java below
   2.1, librdkafka below 1.8.2; backend/kafka/client_floors.py).
-- `client_unknown_software_appeared` (event): clients that send no software name (before 2.4) connected where
-  the last inventory had none.
+- `client_unknown_software_appeared` (event): clients that send no software name (a client before 2.4, or one that
+  does not send ApiVersions v3) connected where the last inventory had none.
 Pure functions of the snapshot (and the previous poll's); clusters whose inventory was never read raise nothing.
 """
 
@@ -39,8 +39,8 @@ RULES: tuple[ClientRule, ...] = (
     ClientRule("client_below_floor", "warning", "standing", "Client software older than Kafka 4.x serves",
                "a connected client reports Java (apache-kafka-java) below 2.1 or librdkafka below 1.8.2 (KIP-896)"),
     ClientRule("client_unknown_software_appeared", "warning", "event", "Clients without a software name appeared",
-               "clients that send no KIP-511 name (older than 2.4: the broker says `unknown`) are connected and "
-               "the cluster's previous inventory had none"),
+               "clients that send no KIP-511 name (a client before 2.4, or one that does not send ApiVersions v3: the "
+               "broker says `unknown`) are connected and the cluster's previous inventory had none"),
 )
 ONE_OFF = frozenset(r.id for r in RULES if r.kind == "event")
 
@@ -86,6 +86,7 @@ def inventory_alerts(previous: ClusterSnapshot | None, snapshot: ClusterSnapshot
             n for (name, _), n in inventory.software().items() if name == "unknown")
         alerts.append(_alert("client_unknown_software_appeared", snapshot, "unknown software",
                              {"connections": count},
-                             f"{count} connections from clients that send no software name (KIP-511: older than "
-                             "2.4) appeared; the KIP-896 series tell whether they use removed protocol versions."))
+                             f"{count} connections from clients that send no software name (KIP-511: a client "
+                             "before 2.4, or one that does not send ApiVersions v3) appeared; the KIP-896 series tell "
+                             "whether they use removed protocol versions."))
     return alerts

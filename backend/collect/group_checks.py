@@ -22,6 +22,7 @@ BURROW_URL = "https://github.com/linkedin/Burrow/wiki/Consumer-Lag-Evaluation-Ru
 KIP848_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-848%3A+The+Next+Generation+of+the+Consumer+Rebalance+Protocol"
 KIP516_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-516%3A+Topic+Identifiers"
 GROUPS_URL = "https://kafka.apache.org/documentation/#consumerconfigs_group.id"
+OFFSETS_URL = "https://kafka.apache.org/documentation/#consumerconfigs_auto.offset.reset"
 KIP1324_URL = "https://cwiki.apache.org/confluence/display/KAFKA/KIP-1324"
 SAMPLE = 20
 FACT_PROVENANCES = frozenset({"reported", "zookeeper"})
@@ -68,6 +69,12 @@ RULES: tuple[GroupRule, ...] = (
               "Nobody consumes these records. After a deploy or a crash this is the window in which data waits; a "
               "group left empty for good keeps its offsets until offsets.retention.minutes and then restarts from "
               "auto.offset.reset, skipping or repeating data."),
+    GroupRule("group_offset_ahead", "critical", "Committed offset past the end of the log", OFFSETS_URL,
+              "a group's committed offset on a partition is past the end of that partition's log (kafka-consumer-groups.sh "
+              "shows a negative LAG)",
+              "The log the offset points into is gone: it was truncated (an unclean leader election, a replica that "
+              "lost data) or the topic was deleted and recreated. The consumer resets by auto.offset.reset and "
+              "skips or re-reads records; the lag it shows until then is meaningless, never zero."),
     GroupRule("group_mixed_members", "warning", "Members of one group are not alike", GROUPS_URL,
               "the members of a group use client ids of different families (digits and ids stripped: two "
               "applications sharing one group.id), different member protocols (classic and consumer in one KIP-848 "
@@ -98,7 +105,7 @@ RULES: tuple[GroupRule, ...] = (
 )
 RULES_BY_ID = {r.id: r for r in RULES}
 STATUS_RULES = {"lagging": "group_lagging", "stalled": "group_stalled", "stopped": "group_stopped",
-                "empty_with_lag": "group_empty_with_lag"}
+                "empty_with_lag": "group_empty_with_lag", "offset_ahead": "group_offset_ahead"}
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEX = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]{6,}")
@@ -124,20 +131,22 @@ def subject(group_id: str) -> str:
 
 
 def status_alerts(snapshot: ClusterSnapshot, groups: GroupSnapshot) -> list[Alert]:
-    """One alert per group whose Burrow-style status is lagging, stalled, stopped or empty with lag."""
+    """One alert per group whose status is lagging, stalled, stopped, empty with lag or offset ahead."""
     out = []
-    texts = {"lagging": "its lag grew over the last {n} reads to {lag:,}",
+    texts = {"lagging": "the records waiting grew over the last {n} reads to {lag:,}",
              "stalled": "{parts} partition(s) kept their lag and their committed offsets over the whole window",
              "stopped": "nothing was committed for {age} s while {lag:,} records wait",
-             "empty_with_lag": "it has no members while {lag:,} records wait"}
+             "empty_with_lag": "it has no members while {lag:,} records wait",
+             "offset_ahead": "{ahead} partition(s) have a committed offset past the end of the log"}
     for gid in sorted(groups.groups):
         g = groups.groups[gid]
         rule_id = STATUS_RULES.get(g.status)
         if rule_id is None:
             continue
         ev = g.evidence
-        text = texts[g.status].format(n=len(ev.get("lag_over_window") or ()), lag=g.lag or 0,
-                                      parts=ev.get("stalled_partitions", 0), age=ev.get("no_commit_for_s", "?"))
+        text = texts[g.status].format(n=len(ev.get("lag_over_window") or ()), lag=g.waiting or 0,
+                                      parts=ev.get("stalled_partitions", 0), age=ev.get("no_commit_for_s", "?"),
+                                      ahead=ev.get("partitions_ahead", 0))
         evidence = {"group_id": gid, "status": g.status, "lag": g.lag, "members": g.members, "state": g.state,
                     "group_type": g.group_type, **{k: v for k, v in ev.items() if k not in ("lag", "members")}}
         out.append(_alert(rule_id, snapshot, subject(gid), evidence,
@@ -160,7 +169,9 @@ def mixed_members(snapshot: ClusterSnapshot, groups: GroupSnapshot) -> list[Aler
             types = Counter(m.member_type for m in members if m.member_type)
             if len(types) > 1:
                 reasons["member_protocols"] = dict(types)
-            subscriptions = Counter(tuple(sorted(m.subscribed)) for m in members if m.subscribed)
+            subscriptions = Counter((*sorted(m.subscribed), *([f"regex {m.subscribed_regex}"] if m.subscribed_regex
+                                                                else []))
+                                    for m in members if m.subscribed or m.subscribed_regex)
             if len(subscriptions) > 1:
                 reasons["subscriptions"] = {", ".join(s) or "(none)": n for s, n in subscriptions.most_common(5)}
         configs = groups.client_configs.get(gid, {})

@@ -1,8 +1,10 @@
 """Consumer-group metric families for /metrics: lag is a time series, so it lives in Prometheus, not in the lake.
 
 Per cluster: groups by type and state, groups by status, the total lag, and for the worst groups (problem statuses
-first, then the largest lag; at most `group_metrics_max_groups`) their own lag, members and status series, and
-for at most `group_metrics_max_topics` (group, topic) pairs of those groups their lag by topic. What is left out
+first, then the largest lag; at most `group_metrics_max_groups`) their own lag, records on uncommitted partitions,
+members and status series, and for at most `group_metrics_max_topics` (group, topic) pairs of those groups their lag
+by topic. A lag that is not known (no committed offset with a known end, a share group whose coordinator told none,
+a commit past the end of the log) has no series: never a 0. What is left out
 is counted (`..._series_dropped`), so the cardinality stays bounded whatever the clients do. Group ids and topic
 names are client-chosen: each label value is cut (with a hash, so two long ids never share a series) and
 prometheus_client escapes it in the exposition format.
@@ -22,7 +24,7 @@ from backend.store.model import FleetPoll
 
 PREFIX = "kafka_fleet"
 MAX_LABEL_CHARS = 128
-_RANK = {status: i for i, status in enumerate(("stalled", "stopped", "empty_with_lag", "lagging"))}
+_RANK = {status: i for i, status in enumerate(("offset_ahead", "stalled", "stopped", "empty_with_lag", "lagging"))}
 
 
 def group_label(value: object) -> str:
@@ -51,6 +53,9 @@ def group_families(poll: FleetPoll, *, max_groups: int = 500, max_topics: int = 
                 "summed), for the cluster's worst groups.", ("cluster", "group"))
     topic_lag = gauge("group_topic_lag_records", "A group's lag on one topic, for the worst groups' topics.",
                       ("cluster", "group", "topic"))
+    uncommitted = gauge("group_uncommitted_records", "Records on partitions a group is assigned but has committed "
+                        "nothing on (log end - log start), beside its lag, for the cluster's worst groups.",
+                        ("cluster", "group"))
     members = gauge("group_members", "Members of a group, for the cluster's worst groups.", ("cluster", "group"))
     status = gauge("group_status", "1 for the group's status, for the cluster's worst groups.",
                    ("cluster", "group", "status"))
@@ -73,21 +78,26 @@ def group_families(poll: FleetPoll, *, max_groups: int = 500, max_topics: int = 
         statuses = Counter(g.status for g in snap.groups.values())
         for known in STATUSES:
             by_status.add_metric([name, known], statuses.get(known, 0))
-        total.add_metric([name], sum(g.lag or 0 for g in snap.groups.values()))
+        lags = [g.lag for g in snap.groups.values() if g.lag is not None]
+        if lags:
+            total.add_metric([name], sum(lags))
         ranked = sorted(snap.groups.values(),
-                        key=lambda g: (_RANK.get(g.status, len(_RANK)), -(g.lag or 0), g.group_id))
+                        key=lambda g: (_RANK.get(g.status, len(_RANK)), -(g.waiting or 0), g.group_id))
         shown = ranked[:max_groups]
         pairs = 0
         pairs_dropped = 0
         for g in shown:
             label = group_label(g.group_id)
-            lag.add_metric([name, label], float(g.lag or 0))
+            if g.lag is not None:
+                lag.add_metric([name, label], float(g.lag))
+            if g.uncommitted_records is not None:
+                uncommitted.add_metric([name, label], float(g.uncommitted_records))
             members.add_metric([name, label], g.members)
             status.add_metric([name, label, g.status], 1.0)
             per_topic: dict[str, int] = {}
             for p in snap.offsets.get(g.group_id, ()):
-                if p.lag is not None:
-                    per_topic[p.topic] = per_topic.get(p.topic, 0) + max(0, p.lag)
+                if p.lag is not None and p.lag >= 0:  # a commit past the end has no lag to add
+                    per_topic[p.topic] = per_topic.get(p.topic, 0) + p.lag
             for topic in sorted(per_topic):
                 if pairs >= max_topics:
                     pairs_dropped += 1
@@ -96,5 +106,5 @@ def group_families(poll: FleetPoll, *, max_groups: int = 500, max_topics: int = 
                 pairs += 1
         dropped.add_metric([name, "group"], len(ranked) - len(shown))
         dropped.add_metric([name, "group_topic"], pairs_dropped)
-    return [by_type_state, by_status, total, lag, topic_lag, members, status, dropped, read_at, duration]
+    return [by_type_state, by_status, total, lag, topic_lag, uncommitted, members, status, dropped, read_at, duration]
 

@@ -26,7 +26,7 @@ from backend.kafka import groups as kg
 from backend.kafka import protocol as P
 from backend.kafka.admin import NodeInfo
 from backend.kafka.probe import ProbeSecurity
-from backend.store.group_model import GroupMember, GroupSnapshot, GroupState, PartitionLag
+from backend.store.group_model import COMMITTED, SHARE_START, GroupMember, GroupSnapshot, GroupState, PartitionLag
 from backend.store.tables import read_table, table_files
 
 # Kafka strings are at most 32,767 bytes: every group id fits (a group id is a key, never cut).
@@ -35,7 +35,8 @@ MAX_TEXT_CHARS = 1_024  # client id, host, member id, instance id, rack, assigno
 API_NAMES = {P.API_LIST_GROUPS: "ListGroups", P.API_DESCRIBE_GROUPS: "DescribeGroups",
              P.API_CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe", P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
              P.API_OFFSET_FETCH: "OffsetFetch", P.API_LIST_OFFSETS: "ListOffsets",
-             P.API_FIND_COORDINATOR: "FindCoordinator", P.API_METADATA: "Metadata"}
+             P.API_FIND_COORDINATOR: "FindCoordinator", P.API_METADATA: "Metadata",
+             P.API_DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets"}
 
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,8 @@ def _member(m: kg.Member) -> GroupMember:
     return GroupMember(member_id=cap(m.member_id) or "", client_id=cap(m.client_id) or "",
                        client_host=cap(m.client_host) or "", instance_id=cap(m.instance_id), rack=cap(m.rack),
                        member_type=m.member_type, assignment=m.assignment,
-                       subscribed=tuple(cap(t) or "" for t in m.subscribed[:1000]))
+                       subscribed=tuple(cap(t) or "" for t in m.subscribed[:1000]),
+                       subscribed_regex=cap(m.subscribed_regex))
 
 
 class GroupCollector(ClusterSchedule[GroupSnapshot]):
@@ -200,10 +202,16 @@ def build_snapshot(read: kg.GroupsRead, previous: GroupSnapshot | None, settings
             out.members[gid] = members
         committed = read.committed.get(gid)
         old_parts = before.offsets.get(gid, ())
+        share = group.group_type == "share"
         # the same offsets dict and members as the read these partitions were built from: only the ends can differ
-        idle = (seen is not None and committed is not None and committed is seen[2] and old_parts
+        # (a share group's lag moves without either, and an uncommitted partition's log start may move)
+        idle = (not share and seen is not None and committed is not None and committed is seen[2] and old_parts
                 and old_parts is seen[3] and members is old_members and _ends_unchanged(old_parts, read))
-        parts = old_parts if idle else _partitions(committed, members, read, old_parts, now)
+        share_lags = None
+        if share:  # not read this time: the last known lags (as the last known start offsets are kept)
+            share_lags = read.share_lags.get(gid) if gid in read.share_lags else {
+                (p.topic, p.partition): p.reported_lag for p in old_parts if p.reported_lag is not None}
+        parts = old_parts if idle else _partitions(committed, members, read, old_parts, now, share_lags)
         if parts:
             out.offsets[gid] = parts
         out.groups[gid] = _judge(gid, group, old, members, parts, old_parts, settings, now, bool(idle))
@@ -239,42 +247,53 @@ def _ends_unchanged(parts: tuple[PartitionLag, ...], read: kg.GroupsRead) -> boo
     for p in parts:
         if p.topic_id is None or p.topic in missing or ends.get((p.topic, p.partition), p.end) != p.end:
             return False
+        if p.committed is None:  # assigned without a commit: its log start is read again
+            return False
     return True
 
 
 def _partitions(committed: dict[tuple[str, int], int] | None, members: tuple[GroupMember, ...],
-                read: kg.GroupsRead, old: tuple[PartitionLag, ...], now: datetime) -> tuple[PartitionLag, ...]:
+                read: kg.GroupsRead, old: tuple[PartitionLag, ...], now: datetime,
+                share_lags: dict[tuple[str, int], int] | None = None) -> tuple[PartitionLag, ...]:
+    """A group's partitions; `share_lags` given: a share group's (committed offsets are its start offsets, and each
+    partition's lag is the one its coordinator computed, None where it told none)."""
     assigned = {tp: m.member_id for m in members for tp in m.assignment}
     by_key = {(p.topic, p.partition): p for p in old}
     if committed is None:  # not fetched this time: the last known commits
         committed = {k: p.committed for k, p in by_key.items() if p.committed is not None}
     keys = sorted(committed.keys() | assigned.keys()) if assigned else sorted(committed)
-    ends, missing, topic_ids = read.end_offsets, read.missing_topics, read.topic_ids
+    ends, missing, topic_ids, starts = read.end_offsets, read.missing_topics, read.topic_ids, read.start_offsets
+    kind = SHARE_START if share_lags is not None else COMMITTED
     out = []
     same = len(keys) == len(old)
     for key in keys:
         offset = committed.get(key)
         prior = by_key.get(key)
         member = assigned.get(key)
+        reported = share_lags.get(key) if share_lags is not None and offset is not None else None
+        log_start = (starts.get(key, prior.log_start if prior is not None else None)
+                     if offset is None and kind == COMMITTED else None)
         if prior is None:
             end = ends.get(key)
             moved = True
         else:
             end = ends.get(key, None if key[0] in missing else prior.end)
             moved = prior.committed != offset
-            if not moved and prior.end == end and prior.member_id == member and prior.topic_id is not None:
+            if (not moved and prior.end == end and prior.member_id == member and prior.topic_id is not None
+                    and prior.kind == kind and prior.reported_lag == reported and prior.log_start == log_start):
                 out.append(prior)  # an idle partition: the same object (nothing to recompute, compared by identity)
                 continue
         same = False
-        lag = None if offset is None or end is None else end - offset
-        if lag is not None and lag > 0:
-            lag_since = prior.lag_since if prior is not None and prior.lag_since is not None else now
-        else:
-            lag_since = None
-        out.append(PartitionLag(
+        part = PartitionLag(
             topic=key[0], partition=key[1], committed=offset, end=end, member_id=member,
             topic_id=topic_ids.get(key[0]) if moved or prior is None or prior.topic_id is None else prior.topic_id,
-            last_moved_at=now if moved or prior is None else prior.last_moved_at, lag_since=lag_since))
+            last_moved_at=now if moved or prior is None else prior.last_moved_at, kind=kind, reported_lag=reported,
+            log_start=log_start)
+        lag = part.lag
+        if lag is not None and lag > 0:
+            part = replace(part, lag_since=prior.lag_since if prior is not None and prior.lag_since is not None
+                           else now)
+        out.append(part)
     if same and all(a is b for a, b in zip(out, old, strict=True)):
         return old  # an idle group: its partitions tuple unchanged
     return tuple(out)
@@ -285,48 +304,61 @@ def _judge(gid: str, group: kg.Group, old: GroupState | None, members: tuple[Gro
            now: datetime, idle: bool = False) -> GroupState:
     if idle and old is not None and old.window_committed:  # the partitions the old state was judged on
         return _judged(gid, group, old, members, parts, settings, now, old.lag, old.lag_partitions,
-                       old.max_partition_lag, old.last_commit_at, old.window_committed[-1], old.topic_names)
+                       old.max_partition_lag, old.last_commit_at, old.window_committed[-1], old.topic_names,
+                       old.uncommitted_records, old.uncommitted_partitions, old.partitions_ahead)
     lag: int | None = None
     positive = 0
     max_positive: int | None = None
     last_commit_at: datetime | None = None
     committed_sum: int | None = 0 if parts else None
+    uncommitted: int | None = None
+    uncommitted_parts = ahead = 0
     for p in parts:  # one pass: lag, partitions behind, the last commit, the committed sum
         committed = p.committed
         if committed is None:
+            waiting = p.uncommitted_records
+            uncommitted_parts += 1
+            if waiting is not None:
+                uncommitted = (uncommitted or 0) + waiting
             continue
         committed_sum += committed  # type: ignore[operator]
         moved_at = p.last_moved_at
         if moved_at is not None and (last_commit_at is None or moved_at > last_commit_at):
             last_commit_at = moved_at
-        if p.end is not None:
-            behind = p.end - committed
-            if behind > 0:
-                lag = (lag or 0) + behind
-                positive += 1
-                if max_positive is None or behind > max_positive:
-                    max_positive = behind
-            elif lag is None:
-                lag = 0
+        behind = p.lag
+        if behind is None:
+            continue
+        if behind < 0:  # past the end of the log: no lag to count (the status says offset_ahead)
+            ahead += 1
+        elif behind > 0:
+            lag = (lag or 0) + behind
+            positive += 1
+            if max_positive is None or behind > max_positive:
+                max_positive = behind
+        elif lag is None:
+            lag = 0
     if old is not None and parts and parts is old_parts:
         topic_names = old.topic_names  # an idle group: the same partitions, the same topics
     else:
         topic_names = tuple(sorted({p.topic for p in parts}))
     return _judged(gid, group, old, members, parts, settings, now, lag, positive, max_positive, last_commit_at,
-                   committed_sum, topic_names)
+                   committed_sum, topic_names, uncommitted, uncommitted_parts, ahead)
 
 
 def _judged(gid: str, group: kg.Group, old: GroupState | None, members: tuple[GroupMember, ...],
             parts: tuple[PartitionLag, ...], settings: Settings, now: datetime, lag: int | None, positive: int,
             max_positive: int | None, last_commit_at: datetime | None, committed_sum: int | None,
-            topic_names: tuple[str, ...]) -> GroupState:
+            topic_names: tuple[str, ...], uncommitted: int | None = None, uncommitted_parts: int = 0,
+            ahead: int = 0) -> GroupState:
     size = settings.group_window
+    waiting = None if lag is None and uncommitted is None else (lag or 0) + (uncommitted or 0)
     window_at = ((*old.window_at, now) if old else (now,))[-size:]
-    window_lag = ((*old.window_lag, lag) if old else (lag,))[-size:]
+    window_lag = ((*old.window_lag, waiting) if old else (waiting,))[-size:]
     window_committed = ((*old.window_committed, committed_sum) if old else (committed_sum,))[-size:]
     verdict = evaluate(now=now, members=len(members), described=group.described, lag=lag, partitions=parts,
                        window_at=window_at, window_lag=window_lag, window_size=size,
-                       stopped_after_s=settings.group_stopped_after_s, last_commit_at=last_commit_at)
+                       stopped_after_s=settings.group_stopped_after_s, last_commit_at=last_commit_at,
+                       uncommitted=uncommitted)
     since = old.status_since if old is not None and old.status == verdict.status and old.status_since else now
     return GroupState(
         group_id=gid, group_type=group.group_type, protocol_type=cap(group.protocol_type) or "",
@@ -338,4 +370,5 @@ def _judged(gid: str, group: kg.Group, old: GroupState | None, members: tuple[Gr
         status=verdict.status, status_since=since, evidence=verdict.evidence, last_commit_at=last_commit_at,
         first_seen_at=old.first_seen_at if old is not None and old.first_seen_at else now,
         window_at=window_at, window_lag=window_lag, window_committed=window_committed,
-        error=safe_error_text(group.error, 2_000))
+        error=safe_error_text(group.error, 2_000), uncommitted_records=uncommitted,
+        uncommitted_partitions=uncommitted_parts, partitions_ahead=ahead)

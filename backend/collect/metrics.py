@@ -21,9 +21,11 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 from prometheus_client.registry import Collector
 
 from backend.collect.group_metrics import group_families
+from backend.collect.standards_metrics import standards_families
 from backend.plain_text import visible
 from backend.store import readers
 from backend.store.model import NO_DATA_STATUSES, STATUSES, FleetPoll
+from backend.store.progress import load_state
 from backend.store.tables import read_table
 
 PREFIX = "kafka_fleet"
@@ -47,6 +49,7 @@ class _Snapshot:
     open_incidents: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     config_alerts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     config_alerts_read_at: float = float("-inf")
+    policy_file: dict[str, Any] = field(default_factory=dict)
 
 
 class FleetMetrics(Collector):
@@ -62,6 +65,7 @@ class FleetMetrics(Collector):
     def update(self, poll: FleetPoll) -> None:
         """Take in one finished poll cycle (the poller's on_poll callback); never raises for lake trouble."""
         incidents = self._read_open_incidents()
+        policy_file = self._read_policy_file()
         with self._lock:
             state = self._state
             state.poll = poll
@@ -73,6 +77,8 @@ class FleetMetrics(Collector):
                     state.recreations[alert.cluster_name] += 1
             if incidents is not None:
                 state.open_incidents = incidents
+            if policy_file is not None:
+                state.policy_file = policy_file
             if time.monotonic() - state.config_alerts_read_at >= CONFIG_ALERTS_EVERY_S:
                 state.config_alerts_read_at = time.monotonic()
                 alerts = self._read_config_alerts(poll)
@@ -86,6 +92,14 @@ class FleetMetrics(Collector):
             log.warning("metrics: open incidents not readable: %s", exc)
             return None
         return Counter(zip(frame["cluster_name"], frame["rule"], frame["severity"], strict=True))
+
+    def _read_policy_file(self) -> dict[str, Any] | None:
+        try:
+            saved = load_state(self.lake, "standards", "policy_file")
+        except Exception as exc:  # noqa: BLE001 - metrics never stop the poller
+            log.warning("metrics: policy file state not readable: %s", exc)
+            return None
+        return {k: saved.get(k) for k in ("error", "error_at", "loaded_at", "using")}
 
     def _read_config_alerts(self, poll: FleetPoll) -> Counter[tuple[str, str, str]] | None:
         try:
@@ -113,6 +127,7 @@ class FleetMetrics(Collector):
             families = _cluster_families(poll) if poll is not None else []
             if poll is not None:
                 families += group_families(poll, max_groups=self.group_limits[0], max_topics=self.group_limits[1])
+                families += standards_families(poll, state.policy_file, label=label_value)
             last = GaugeMetricFamily(f"{PREFIX}_last_successful_poll_timestamp_seconds",
                                      "Unix time of the last poll that reached the cluster.", labels=["cluster"])
             for name, at in sorted(state.last_success.items()):

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.collect.checks import run_checks
-from backend.collect.client_metrics import ClientMetricsCollector
+from backend.collect.client_metrics import BrokerRoles, ClientMetricsCollector
 from backend.collect.configs import ConfigCollector
 from backend.collect.groups import ClientGroupConfigs, GroupCollector
 from backend.collect.probing import ProbeOutcome, Prober, default_prober
@@ -29,6 +29,7 @@ from backend.kafka.admin import (
 )
 from backend.kafka.admin_helpers import AdminHelpers
 from backend.kafka.zk import ZkView, read_zookeeper
+from backend.standards.engine import StandardsEngine
 from backend.store.commit import CommitConflict
 from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, LakeError, new_poll_id
@@ -237,8 +238,11 @@ def poll_cluster(
         # reader's own short connections are closed, so the product does not count itself.
         if config_call is not None:
             config_call.wait(deadline - 1.0)
-        metrics_call = _Call(lambda: client_metrics.collect(cluster, settings, description.brokers, deadline - 0.5),
-                             f"client-metrics-{cluster.name}")
+        read_configs = configs.last(cluster.name)
+        roles = BrokerRoles.of(read_configs.brokers if read_configs is not None else None,
+                               [p.software_version for p in probes.values()])
+        metrics_call = _Call(lambda: client_metrics.collect(cluster, settings, description.brokers, deadline - 0.5,
+                                                            roles=roles), f"client-metrics-{cluster.name}")
         metrics_call.start()
     zk_view = _zk_result(zk_call, deadline)
     if zk_call is not None and zk_view is None:
@@ -584,6 +588,7 @@ def run_poller(
     client_metrics: ClientMetricsCollector | None = None,
     wake: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
+    standards: StandardsEngine | None = None,
 ) -> FleetPoll | None:
     """Poll the fleet every interval_s (or once), write each poll to the lake, apply retention.
 
@@ -610,6 +615,9 @@ def run_poller(
     groups.client_configs = ClientGroupConfigs(lake.location)  # members' KIP-1324 configs per group (results)
     client_metrics = client_metrics or ClientMetricsCollector()  # the run's own too, for the same reason
     client_metrics.seed(writer.inventory)  # the stored inventories: the counts' baseline across a restart
+    # The fleet file's policies (docs/standards.md), judged each poll; a refused file keeps the last good one.
+    standards = standards or StandardsEngine.for_fleet(fleet, lake.location)
+    standards.seed(writer.standards)
     last: FleetPoll | None = None
     while not stop.is_set():
         cycle_start = time.monotonic()
@@ -617,6 +625,10 @@ def run_poller(
             on_start()
         last = poll_fleet(fleet, previous, clients=clients, prober=prober, configs=configs, groups=groups,
                           client_metrics=client_metrics)
+        try:
+            standards.evaluate(last)
+        except Exception:
+            log.exception("evaluating the policies of poll %s failed", last.poll_id)
         try:
             result = writer.write(last)
             for name, reason in result.degraded.items():

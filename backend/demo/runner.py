@@ -20,6 +20,7 @@ from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
 from backend.store.location import LakeLocationError, parse_lake, resolve_lake
 
 REPO = Path(__file__).resolve().parents[2]
+POLICIES = REPO / "policies.example.toml"  # the standard the demo holds its lab fleet to (docs/standards.md)
 RECREATED_TOPIC = ("prod-eu", "payments")
 
 
@@ -44,6 +45,8 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8501, help="UI port (default: 8501)")
     parser.add_argument("--metrics-port", type=int, default=9308,
                         help="Prometheus /metrics, /healthz, /readyz (default: 9308; a free one when that is taken or 0)")
+    parser.add_argument("--api-port", type=int, default=8502,
+                        help="the read-only API and MCP endpoint (default: 8502; a free one when that is taken or 0)")
     parser.add_argument("--clients", type=int, default=400, help="synthetic client instances pushing configs (default: 400)")
     parser.add_argument("--seed", type=int, default=1324, help="seed of the synthetic client fleet")
     parser.add_argument("--poll-interval", type=float, default=15.0, help="seconds between polls (default: 15)")
@@ -130,7 +133,8 @@ def run_demo_command(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir: Path, metrics_port: int) -> Path:
+def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir: Path, metrics_port: int,
+                    api_port: int = 0) -> Path:
     """The lab's clusters plus the service tables the demo runs with (its intervals, ports and the PushConfig sink)."""
     clusters = lab.write_fleet_file(path.with_name("lab-clusters.toml")).read_text(encoding="utf-8")  # type: ignore[attr-defined]
     # --insecure-no-login puts [auth] required = false in it; without, the demo keeps to loopback.
@@ -143,6 +147,7 @@ def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir:
         # the lab's stalled group shows as stalled within a few minutes
         f"group_interval_s = {round(args.poll_interval * 0.9, 3)!r}",
         "group_window = 5",
+        f"policies = {json.dumps(str(POLICIES))}",
         "",
         "[service]",
         f"ui = {'false' if args.no_ui else 'true'}",
@@ -150,6 +155,8 @@ def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir:
         f"ui_port = {args.port}",
         'metrics_address = "127.0.0.1"',
         f"metrics_port = {metrics_port}",
+        'api_address = "127.0.0.1"  # the demo has no login: its API answers loopback only',
+        f"api_port = {api_port}",
         f"analyze_interval_s = {args.analyze_interval!r}",
         "",
         "[[client_configs]]",
@@ -207,7 +214,9 @@ def _run(args: argparse.Namespace, config: object, lake: str, state: DemoState) 
 
     # One code path with `serve`: the demo is the service on the lab fleet.
     metrics_port = _metrics_port(args.metrics_port)
-    fleet_file = demo_fleet_file(lab, config.state_dir / "clusters.toml", args, config.sink_dir, metrics_port)  # type: ignore[attr-defined]
+    api_port = _metrics_port(getattr(args, "api_port", 0))
+    fleet_file = demo_fleet_file(lab, config.state_dir / "clusters.toml", args, config.sink_dir, metrics_port,  # type: ignore[attr-defined]
+                                 api_port)
     fleet = load_fleet(fleet_file)
     service = fleet.service
     # A local lake keeps the service's status and logs in it; an object-store lake cannot: beside the lab's state.
@@ -216,11 +225,13 @@ def _run(args: argparse.Namespace, config: object, lake: str, state: DemoState) 
     plan = ServicePlan(fleet=fleet, fleet_file=fleet_file, lake=lake, state_dir=state_dir,
                        ui=service.ui, ui_address=service.ui_address, ui_port=service.ui_port,
                        metrics_address=service.metrics_address, metrics_port=service.metrics_port,
+                       api=service.api, api_address=service.api_address, api_port=service.api_port,
                        spark_master=fleet.settings.spark_master, insecure_no_login=args.insecure_no_login, banner=lambda sup: _banner(sup, args, lake),
                        stop_event=state.stop)
     scenario = threading.Thread(target=_scenario, args=(lab, lake, state), name="demo-scenario", daemon=True)
     scenario.start()
-    state.children = len([c for c in ("poll", "ingest", "analyze", "ui") if c != "ui" or service.ui])
+    state.children = len([c for c in ("poll", "ingest", "analyze", "ui", "api")
+                          if (c != "ui" or service.ui) and (c != "api" or service.api)])
     return serve(plan, duration_s=args.duration)
 
 
@@ -238,12 +249,16 @@ def _banner(supervisor: object, args: argparse.Namespace, lake: str) -> None:
         print(f"  ui: http://{shown}:{supervisor.plan.ui_port}  (pid {ui.pid}, log {ui.log})"  # type: ignore[attr-defined]
               + ("  -- NO LOGIN: anyone who reaches it sees every cluster" if not is_loopback(address) else ""),
               flush=True)
+    if "api" in components:
+        print(f"API: {supervisor.api_url()}", flush=True)  # type: ignore[attr-defined]
     analyze = components.get("analyze")
     logs = poller.log.parent
     print(f"  spark job: ingest of the PushConfig sink, analyze in a warm Spark driver after the first poll and every "
           f"{args.analyze_interval:.0f}s" + (f" (pid {analyze.child.pid})" if analyze else "") + f", logs in {logs}",
           flush=True)
     print(f"  lake: {lake.split('?', 1)[0]}", flush=True)
+    print(f"  standards: {POLICIES.name}, judged every poll (Standards page; python -m backend check --policies "
+          f"{POLICIES.name} --lake {lake.split('?', 1)[0]})", flush=True)
     print("Press Ctrl-C once to stop everything.", flush=True)
 
 

@@ -12,7 +12,16 @@ import plotly.io as pio
 from backend.auth.scope import Scope
 from backend.export.csv_safe import safe_csv
 from backend.store import group_readers
-from backend.views import broker_config_views, charts, config_views, fleet_views, frames, group_views, readiness
+from backend.views import (
+    broker_config_views,
+    charts,
+    config_views,
+    fleet_views,
+    frames,
+    group_views,
+    readiness,
+    standards_views,
+)
 from backend.views.display import visible_frame
 
 DEFAULT_TOP_KEYS = 10
@@ -41,6 +50,7 @@ class DriftReportData:
     broker_configs: pd.DataFrame  # broker configs side by side (differences first, defaults left out)
     groups: pd.DataFrame = field(default_factory=pd.DataFrame)  # the chosen clusters' consumer groups
     readiness: readiness.Readiness | None = None  # upgrade readiness of the chosen clusters (backend.views.readiness)
+    standards: standards_views.Standards | None = None  # the policies' results on the chosen clusters
 
 
 def _refuse_unknown(clusters: list[str], known: set[str]) -> None:
@@ -106,6 +116,7 @@ def load_drift_data(location: str, clusters: list[str], keys: list[str] | None =
     ready = load_readiness(location, polled, scope=scope) if polled else None
     return DriftReportData(
         readiness=ready,
+        standards=load_standards(location, viewable, scope=scope),
         clusters=latest[latest["cluster_name"].isin(clusters)],
         drift=drift[pair_ok & drift["key"].isin(chosen_keys)].sort_values("tvd", ascending=False),
         heatmap=heat,
@@ -152,6 +163,7 @@ def render_drift_report(data: DriftReportData, *, lake_label: str = "", now: dat
         *_broker_config_section(data.broker_configs),
         *_groups_section(data.groups, names),
         *_readiness_section(data.readiness),
+        *_standards_section(data.standards),
         "<h2>Drift by key and cluster pair</h2>",
         ("<p>Total variation distance between the value distributions of the latest client instances "
         "(0 = identical, 1 = disjoint).</p>"),
@@ -246,6 +258,43 @@ def _readiness_section(report: readiness.Readiness | None) -> list[str]:
                   "<p>Every instance that sets a removed key to something other than its old default, or "
                   "metric.reporters without JmxReporter, as the rules CC019–CC022 name it.</p>",
                   _table(report.instances)]
+    return parts
+
+
+STANDARDS_FINDINGS = 100
+
+
+def load_standards(location: str, clusters: list[str], *, scope: Scope | None = None) -> standards_views.Standards:
+    """The policies' results and findings on the chosen clusters (within ``scope``), as the Standards page shows."""
+    found = standards_views.load(location, scope)
+    keep = set(clusters)
+    return standards_views.Standards(results=found.results[found.results["cluster_name"].isin(keep)],
+                                     items=found.items[found.items["cluster_name"].isin(keep)],
+                                     policies=found.policies, waivers=found.waivers, file=found.file)
+
+
+def _standards_section(found: standards_views.Standards | None) -> list[str]:
+    parts = ["<h2>Standards</h2>"]
+    if found is None or found.empty:
+        return parts + ["<p class='note'>No policy results for these clusters (no policy file, or the poller has "
+                        "not judged it yet; see docs/standards.md).</p>"]
+    summary = standards_views.fleet_summary(found)
+    parts.append(f"<p>{summary['percent_passing']}% of {summary['pairs']} policy/cluster pairs pass "
+                 f"({summary['violation']} violated, {summary['unknown']} unknown, {summary['waived']} waived); "
+                 "unknown never counts as passing. Policy file "
+                 f"{charts.esc(found.file.get('path') or '?')}, digest {charts.esc(found.file.get('digest') or '?')}."
+                 "</p>")
+    if found.file.get("error"):
+        parts.append(f"<p class='note'>The policy file on disk was refused: {charts.esc(found.file['error'])}; the "
+                     "last good one is in use.</p>")
+    parts += ["<h3>Per cluster</h3>", _table(standards_views.by_cluster(found)),
+              "<h3>Per policy</h3>", _table(standards_views.by_policy(found).drop(columns=["check", "selector"],
+                                                                                   errors="ignore"))]
+    findings = standards_views.drill_down(found, outcomes=("violation", "unknown"))
+    if not findings.empty:
+        shown = findings.head(STANDARDS_FINDINGS)[["cluster_name", "policy_id", "outcome", "kind", "name", "seen",
+                                                   "wanted", "since", "reason"]]
+        parts += [f"<h3>Findings ({len(shown)} of {len(findings)}: violations, then unknowns)</h3>", _table(shown)]
     return parts
 
 

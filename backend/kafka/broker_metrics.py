@@ -42,9 +42,9 @@ _DIALECTS = {
     "kafka_server_socket_server_metrics_connections_software": DIALECT_STRIMZI,
     "kafka_server_socketservermetrics_connections": DIALECT_CONFLUENT,
 }
-# Dialects whose rules export DeprecatedRequestsPerSec whenever the broker has it (checked with the real
-# exporter): there, no KIP-896 series means no client used a removed version since the broker started.
-EXPORTS_KIP896 = frozenset({DIALECT_DEFAULT, DIALECT_CONFLUENT})
+# No dialect proves that DeprecatedRequestsPerSec is exported: the default names survive rules that keep only some
+# MBeans (includeObjectNames), and the broker creates the meter only at the first such request (checked with the
+# real exporter on 3.9.2), so a page without KIP-896 series cannot tell "none" from "dropped".
 UNKNOWN = "unknown"
 MAX_TEXT = 255  # a software name or version longer than this is cut (Kafka's own limit is far lower)
 _RATE_SUFFIXES = ("meanrate", "oneminuterate", "fiveminuterate", "fifteenminuterate", "rate")
@@ -52,6 +52,12 @@ _RATE_SUFFIXES = ("meanrate", "oneminuterate", "fiveminuterate", "fifteenminuter
 # bytes.find (a case-insensitive regex over a 500 KiB page costs 10x more).
 _NEEDLES = (b"oftware", b"OFTWARE")
 _REQUEST_METRICS = (b"equestMetrics", b"equestmetrics", b"EQUESTMETRICS")
+# The JVM's start time, which the exporter agent serves whatever its rules: it tells one broker process from the next
+# (counts are compared only between two reads of the same process).
+PROCESS_START = "process_start_time_seconds"
+_PROCESS_START = re.compile(rb"^process_start_time_seconds(?:\{[^}\n]*\})?[ \t]+([0-9.eE+-]+)", re.MULTILINE)
+# A broker's app-info MBean (kafka.server:type=app-info,id=N) under the default rules: its id label is the broker id.
+_APP_INFO = re.compile(r"(?i)^kafka_server_app_?info_start_?time_?ms$")
 _FOLDED = re.compile(r"request_?([a-z0-9]+)_?version_?(\d+)$")
 
 
@@ -92,6 +98,10 @@ class PageReading:
     kip896_series: int = 0
     dialect: str | None = None
     request_metrics: bool = False  # any RequestMetrics series at all (their rules keep that MBean type)
+    started: dict[str, float] = field(default_factory=dict)  # endpoint -> its broker process start (unix seconds)
+    broker_ids: dict[str, int] = field(default_factory=dict)  # endpoint -> broker id (app-info's id label), if shown
+    kip511_endpoints: set[str] = field(default_factory=set)  # endpoints with at least one KIP-511 series
+    kip896_endpoints: set[str] = field(default_factory=set)  # endpoints with at least one KIP-896 series
 
 
 def _text(value: str | None) -> str:
@@ -116,13 +126,22 @@ def recognise(samples: Iterable[tuple[str, Mapping[str, str], float]], endpoint:
     out = reading or PageReading()
     by_key: dict[tuple[str, str, str, str], float] = {}
     for name, labels, value in samples:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        where = endpoint if endpoint is not None else str(labels.get("instance", ""))
+        if name == PROCESS_START:
+            if math.isfinite(float(value)):
+                out.started[where] = float(value)
+            continue
+        if _APP_INFO.match(name):
+            broker = labels.get("id") or labels.get("client_id") or labels.get("brokerid") or labels.get("BrokerId")
+            if broker is not None and str(broker).isdigit():
+                out.broker_ids[where] = int(broker)
+            continue
         norm = {_norm(k): v for k, v in labels.items()}
         if "clientsoftwarename" not in norm and "clientsoftwareversion" not in norm:
             continue
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            continue
         lname = _norm(name)
-        where = endpoint if endpoint is not None else str(labels.get("instance", ""))
         software = (_text(norm.get("clientsoftwarename")), _text(norm.get("clientsoftwareversion")))
         if "deprecatedrequests" in lname or norm.get("name", "").lower().startswith("deprecatedrequests"):
             if lname.endswith(_RATE_SUFFIXES):
@@ -136,12 +155,14 @@ def recognise(samples: Iterable[tuple[str, Mapping[str, str], float]], endpoint:
             if not str(version).isdigit():
                 continue
             out.kip896_series += 1
+            out.kip896_endpoints.add(where)
             out.deprecated.append(DeprecatedSample(where, canonical_request(request), int(version), *software,
                                                    float(value)))
             continue
         if "connections" not in lname or "requestmetrics" in lname:
             continue
         out.kip511_series += 1
+        out.kip511_endpoints.add(where)
         if out.dialect is None:
             out.dialect = _DIALECTS.get(name.lower(), DIALECT_CUSTOM)
         key = (where, _text(norm.get("listener")), *software)
@@ -176,6 +197,14 @@ def read_page(page: bytes, endpoint: str) -> PageReading:
     """
     wanted = b"\n".join(relevant_lines(page))
     reading = PageReading(request_metrics=any(n in page for n in _REQUEST_METRICS))
+    started = _PROCESS_START.search(page)
+    if started is not None:
+        try:
+            value = float(started.group(1))
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            reading.started[endpoint] = value
     if not wanted:
         return reading
     text = wanted.decode("utf-8", errors="replace") + "\n"

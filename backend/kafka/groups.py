@@ -7,7 +7,8 @@ One connection per broker (TLS, SASL and ApiVersions as the probe does them), ke
 2. on each coordinator, its groups described in batches: DescribeGroups for classic groups (members with their
    assignment decoded from the consumer protocol), ConsumerGroupDescribe for consumer groups, ShareGroupDescribe
    for share groups, each where the broker offers it; then their committed offsets, OffsetFetch v8+ batched
-   across groups (one group per request on older brokers);
+   across groups (one group per request on older brokers), and share groups' start offsets and lag with
+   DescribeShareGroupOffsets (KIP-932; v1 carries the lag the coordinator computes, KIP-1226);
 3. a group whose coordinator moved (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...) is looked up again with
    FindCoordinator and asked once more;
 4. Metadata for the topics the groups read (leaders, topic ids, which topics exist), then ListOffsets (latest,
@@ -47,10 +48,12 @@ METADATA_BATCH = 2_000  # topics per Metadata request
 MAX_GROUPS_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_GROUPS_ELEMENTS = MAX_GROUPS_RESPONSE_BYTES // 4
 LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
 RETRIABLE = frozenset({P.NOT_COORDINATOR, P.COORDINATOR_LOAD_IN_PROGRESS, P.COORDINATOR_NOT_AVAILABLE})
 MEMBER_TYPES = {0: "classic", 1: "consumer"}
 API_LABELS = {P.API_DESCRIBE_GROUPS: "DescribeGroups", P.API_CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
-              P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe"}  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
+              P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe"}
+SHARE_OFFSETS_BATCH = 200  # share groups per DescribeShareGroupOffsets request  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
 GROUP_TYPES = ("classic", "consumer", "share", "streams")
 
 # The versions this reader asks for: the codec's, capped where a newer version changes what it must send.
@@ -70,6 +73,7 @@ class Member:
     assignment: tuple[tuple[str, int], ...] = ()  # (topic, partition), sorted
     subscribed: tuple[str, ...] = ()
     member_type: str | None = None  # classic / consumer for KIP-848 groups with classic members, else None
+    subscribed_regex: str | None = None  # a KIP-848 member's subscription pattern (KIP-848 regular expressions)
 
 
 @dataclass(slots=True)
@@ -92,9 +96,14 @@ class GroupsRead:
     """Everything one read of a cluster's groups found; a failure is data (errors), never an exception."""
 
     groups: dict[str, Group] = field(default_factory=dict)
-    # group -> (topic, p) -> offset; read-only: an unchanged answer hands back the last read's dicts
+    # group -> (topic, p) -> offset; read-only: an unchanged answer hands back the last read's dicts. A share group's
+    # are its share-partition start offsets (DescribeShareGroupOffsets), as kafka-share-groups.sh shows them.
     committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    # share group -> (topic, p) -> lag as its coordinator computes it (DescribeShareGroupOffsets v1, KIP-1226)
+    share_lags: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # the log start of partitions a group is assigned but has committed nothing on (its records wait uncounted)
+    start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     topic_ids: dict[str, str] = field(default_factory=dict)  # topics that exist now, with their ids
     missing_topics: set[str] = field(default_factory=set)  # topics offsets were committed to that do not exist
     errors: dict[str, str] = field(default_factory=dict)  # "broker 1", "group g", "end offsets" ...
@@ -298,7 +307,8 @@ def _new_member(raw: dict[str, Any]) -> Member:
                   client_host=raw.get("client_host") or "", instance_id=raw.get("instance_id"),
                   rack=raw.get("rack_id"), assignment=tuple(sorted(parts)),
                   subscribed=tuple(raw.get("subscribed_topic_names") or ()),
-                  member_type=MEMBER_TYPES.get(raw.get("member_type", -1)))
+                  member_type=MEMBER_TYPES.get(raw.get("member_type", -1)),
+                  subscribed_regex=raw.get("subscribed_topic_regex") or None)
 
 
 def _error(code: int, message: str | None = None) -> str:
@@ -607,6 +617,59 @@ class _Reader:
             self.out.committed[g.group_id] = offsets
         return []
 
+    def share_offsets(self, b: _Broker, groups: list[Group]) -> list[Group]:
+        """Share groups' start offsets (and, v1, lag) on their coordinator; returns the groups to ask again elsewhere."""
+        todo = [g for g in groups if g.group_type == "share"]
+        if not todo:
+            return []
+        version = b.version(P.API_DESCRIBE_SHARE_GROUP_OFFSETS)
+        if version is None:
+            for g in todo:
+                g.error = g.error or "start offsets not read: the broker offers no DescribeShareGroupOffsets"
+            return []
+        retry: list[Group] = []
+        for first in range(0, len(todo), SHARE_OFFSETS_BATCH):
+            batch = todo[first:first + SHARE_OFFSETS_BATCH]
+            names = [g.group_id for g in batch]
+            body, _r, _k = self.request(b, P.API_DESCRIBE_SHARE_GROUP_OFFSETS, version,
+                                        {"groups": [{"group_id": name, "topics": None} for name in names]})
+            checked = only_requested(names, body.get("groups") or (), lambda raw: raw.get("group_id") or "")
+            if checked.problem("groups"):
+                self.broker_error(b, f"DescribeShareGroupOffsets: {checked.problem('groups')}")
+            answered = {raw.get("group_id") or "": raw for raw in checked.kept}
+            for g in batch:
+                raw = answered.get(g.group_id)
+                if raw is None:
+                    g.error = g.error or "start offsets: the coordinator's answer left this group out"
+                    continue
+                code = raw.get("error_code") or 0
+                if code in RETRIABLE:
+                    retry.append(g)
+                    continue
+                if code:
+                    g.error = g.error or "start offsets: " + _error(code, raw.get("error_message"))
+                    continue
+                offsets: dict[tuple[str, int], int] = {}
+                lags: dict[tuple[str, int], int] = {}
+                failed = 0
+                for topic in raw.get("topics") or ():
+                    name = topic.get("topic_name") or ""
+                    for part in topic.get("partitions") or ():
+                        if part.get("error_code"):
+                            failed += 1
+                            continue
+                        key = (name, int(part.get("partition_index", 0)))
+                        start = part.get("start_offset", -1)
+                        if isinstance(start, int) and start >= 0:
+                            offsets[key] = start
+                            lag = part.get("lag", -1)
+                            if version >= 1 and isinstance(lag, int) and lag >= 0:
+                                lags[key] = lag
+                with self.lock:
+                    self.out.share_lags[g.group_id] = lags
+                self._offsets_found(g, 0, offsets, failed)
+        return retry
+
     # -- coordinators that moved
 
     def find_coordinators(self, via: _Broker, names: list[str]) -> dict[str, int]:
@@ -658,7 +721,16 @@ class _Reader:
                     out[(name, int(p.get("partition_index", 0)))] = int(p.get("leader_id", -1))
         return out
 
-    def end_offsets(self, b: _Broker, partitions: list[tuple[str, int]]) -> None:
+    def end_offsets(self, b: _Broker, partitions: list[tuple[str, int]], earliest: frozenset[tuple[str, int]] = frozenset()
+                    ) -> None:
+        """The latest offset of every partition, and the earliest too of those in `earliest` (own requests)."""
+        self._list_offsets(b, partitions, LATEST_TIMESTAMP, self.out.end_offsets)
+        starts = [tp for tp in partitions if tp in earliest]
+        if starts:
+            self._list_offsets(b, starts, EARLIEST_TIMESTAMP, self.out.start_offsets)
+
+    def _list_offsets(self, b: _Broker, partitions: list[tuple[str, int]], timestamp: int,
+                      into: dict[tuple[str, int], int]) -> None:
         version = b.version(P.API_LIST_OFFSETS)
         if version is None:
             self.broker_error(b, "the broker offers no ListOffsets version this reader speaks")
@@ -672,7 +744,7 @@ class _Reader:
             body, _r, _k = self.request(b, P.API_LIST_OFFSETS, version, {
                 "replica_id": -1, "isolation_level": 0, "timeout_ms": int(self.timeout_s * 1000),
                 "topics": [{"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
-                                                       "timestamp": LATEST_TIMESTAMP, "max_num_offsets": 1}
+                                                       "timestamp": timestamp, "max_num_offsets": 1}
                                                       for p in ps]} for t, ps in by_topic.items()]})
             found: dict[tuple[str, int], int] = {}
             answered = [((t.get("name") or "", int(p.get("partition_index", 0))), p)
@@ -688,7 +760,7 @@ class _Reader:
                 if isinstance(offset, int) and offset >= 0:
                     found[key] = offset
             with self.lock:
-                self.out.end_offsets.update(found)
+                into.update(found)
         if failed:
             self.broker_error(b, f"ListOffsets: {failed} partitions answered with an error")
 
@@ -754,6 +826,8 @@ def read_cluster_groups(brokers: Sequence[tuple[int, str, int]], *, security: pr
                     again = reader.describe(b, gs)
                     again_ids = {g.group_id for g in again}
                     again += reader.fetch_offsets(b, [g for g in gs if g.group_id not in again_ids])
+                    again_ids = {g.group_id for g in again}
+                    again += reader.share_offsets(b, [g for g in gs if g.group_id not in again_ids])
                 return again
             except probe.ReadOnlyViolation:
                 raise
@@ -794,9 +868,14 @@ def read_cluster_groups(brokers: Sequence[tuple[int, str, int]], *, security: pr
         for name, offsets in out.committed.items():
             if name in out.groups:
                 wanted.update(offsets)
+        uncommitted: set[tuple[str, int]] = set()
         for g in out.groups.values():
+            done = out.committed.get(g.group_id) or {}
             for m in g.members:
                 wanted.update(m.assignment)
+                if g.group_type != "share":  # a share partition not yet initialized starts where
+                    # share.auto.offset.reset says (latest by default): its records are not known to wait
+                    uncommitted.update(tp for tp in m.assignment if tp not in done)
         topics = sorted({t for t, _p in wanted})
         via = next((b for b in nodes.values() if b.conn is not None), None)
         leaders: dict[tuple[str, int], int] = {}
@@ -829,7 +908,7 @@ def read_cluster_groups(brokers: Sequence[tuple[int, str, int]], *, security: pr
                 return
             try:
                 with b.lock:
-                    reader.end_offsets(b, parts)
+                    reader.end_offsets(b, parts, frozenset(uncommitted))
             except probe.ReadOnlyViolation:
                 raise
             except Exception as exc:  # noqa: BLE001

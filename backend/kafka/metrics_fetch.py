@@ -119,6 +119,9 @@ _SELECTORS = (
     'kafka_network_RequestMetrics_Count{{name="DeprecatedRequestsPerSec"{c}{m}}}',
     '{{__name__=~"(?i).*deprecatedrequests.*",__name__!~"(?i).*rate$"{c}{m}}}',
     '{{__name__=~"(?i).*(socket.?server|connections).*software.*|.*software.*connections.*"{c}{m}}}',
+    # each broker process's start (a restart resets its counts) and, under the default rules, its broker id
+    'process_start_time_seconds{{{m}}}',
+    '{{__name__=~"(?i)kafka_server_app_?info_start_?time_?ms"{c}{m}}}',
 )
 
 

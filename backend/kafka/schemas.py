@@ -21,6 +21,7 @@ API_DESCRIBE_GROUPS = 15
 API_LIST_GROUPS = 16
 API_CONSUMER_GROUP_DESCRIBE = 69
 API_SHARE_GROUP_DESCRIBE = 77
+API_DESCRIBE_SHARE_GROUP_OFFSETS = 90  # KIP-932: a share group's start offsets (v1, KIP-1226: and its lag)
 
 # KIP-1324 leaves PushConfig's key as "NEXT". Apache Kafka assigns keys sequentially:
 # 4.3.1 (the newest broker the tests run) uses 0..92 and 4.4.0 0..94, so taking the next key
@@ -535,8 +536,41 @@ _SHARE_GROUP_DESCRIBE = MessageSchema(
     ),
 )
 
+_DESCRIBE_SHARE_GROUP_OFFSETS = MessageSchema(
+    API_DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", (0, 1), 0,
+    request=(
+        F("groups", "[]struct", fields=(
+            F("group_id", "string"),
+            F("topics", "[]struct", nullable="0+", fields=(  # null: every topic-partition of the group
+                F("topic_name", "string"),
+                F("partitions", "[]int32"),
+            )),
+        )),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F("groups", "[]struct", fields=(
+            F("group_id", "string"),
+            F("topics", "[]struct", fields=(
+                F("topic_name", "string"),
+                F("topic_id", "uuid"),
+                F("partitions", "[]struct", fields=(
+                    F("partition_index", "int32"),
+                    F("start_offset", "int64"),
+                    F("leader_epoch", "int32"),
+                    F("lag", "int64", "1+", default=-1),
+                    F("error_code", "int16"),
+                    F("error_message", "string", nullable="0+"),
+                )),
+            )),
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+        )),
+    ),
+)
+
 _GROUP_SCHEMAS = (_FIND_COORDINATOR, _LIST_GROUPS, _DESCRIBE_GROUPS, _OFFSET_FETCH, _LIST_OFFSETS,
-                  _CONSUMER_GROUP_DESCRIBE, _SHARE_GROUP_DESCRIBE)
+                  _CONSUMER_GROUP_DESCRIBE, _SHARE_GROUP_DESCRIBE, _DESCRIBE_SHARE_GROUP_OFFSETS)
 
 SCHEMAS: dict[int, MessageSchema] = {
     s.api_key: s

@@ -314,6 +314,8 @@ class ClusterRuntime:
             return self.groups.describe_new_groups(request, broker_id, alive, partitions, ids, kind, version)
         if api_key == P.API_OFFSET_FETCH:
             return self.groups.offset_fetch(request, version, broker_id, alive, partitions, ids)
+        if api_key == P.API_DESCRIBE_SHARE_GROUP_OFFSETS:
+            return self.groups.share_offsets(request, version, broker_id, alive, partitions, ids)
         if api_key == P.API_LIST_OFFSETS:
             leaders = {}
             for name, t in topics.items():

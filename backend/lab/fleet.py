@@ -361,7 +361,9 @@ class LabFleet:
             if rt.spec.tls is not None and rt.spec.tls.cafile:
                 lines.append(f"ssl_cafile = {_toml_str(rt.spec.tls.cafile)}")
             if self.metrics is not None:
-                lines += ["[clusters.broker_metrics]", f"metrics_url = {_toml_str(self.metrics.url_template(name))}"]
+                # the lab's pages export every DeprecatedRequestsPerSec series (its "rules" keep the meter)
+                lines += ["[clusters.broker_metrics]", f"metrics_url = {_toml_str(self.metrics.url_template(name))}",
+                          "exports_deprecated_requests = true"]
             if info.zookeeper_connect and info.zookeeper_chroot:
                 lines += ["[clusters.zookeeper]", f"connect = {_toml_str(info.zookeeper_connect)}",
                           f"chroot = {_toml_str(info.zookeeper_chroot)}"]

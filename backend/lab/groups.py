@@ -11,7 +11,8 @@ across lab restarts (it counts from a fixed epoch). A group reads some topics wi
 
 The brokers answer FindCoordinator, ListGroups, DescribeGroups (classic groups: the consumer protocol's
 subscription and assignment bytes), ConsumerGroupDescribe (consumer groups, KIP-848), ShareGroupDescribe (share
-groups, KIP-932), OffsetFetch (v1-v10, batched from v8) and ListOffsets (latest, earliest, max timestamp; only on
+groups, KIP-932), DescribeShareGroupOffsets (a share group's start offsets and lag), OffsetFetch (v1-v10, batched
+from v8) and ListOffsets (latest, earliest, max timestamp; only on
 the partition's leader) the way Apache Kafka 4.x does, so real clients (confluent-kafka's admin calls) accept them.
 ``clock`` can be pinned (``freeze``) so a test compares a client's answers with the lab's state at one instant.
 """
@@ -349,6 +350,42 @@ class LabGroups:
                 groups.append({"group_id": item.get("group_id") or "", "topics": rows, "error_code": code})
             return {"throttle_time_ms": 0, "groups": groups}
 
+    def share_offsets(self, body: dict[str, Any], version: int, broker_id: int, alive: Sequence[int],
+                      topic_partitions: dict[str, int], topic_ids: dict[str, str]) -> dict[str, Any]:
+        """DescribeShareGroupOffsets (KIP-932): a share group's start offset per partition, with (v1) its lag; the
+        start offset follows the group's behaviour as a committed offset would."""
+        now = self.clock()
+        out = []
+        with self._lock:
+            for item in body.get("groups") or ():
+                name = item.get("group_id") or ""
+                base: dict[str, Any] = {"group_id": name, "topics": [], "error_message": None}
+                if self._not_coordinator(name, broker_id, alive):
+                    out.append({**base, "error_code": P.NOT_COORDINATOR})
+                    continue
+                g = self.groups.get(name)
+                if g is None or g.spec.type != "share":
+                    out.append({**base, "error_code": P.GROUP_ID_NOT_FOUND,
+                                "error_message": f"Group {name} is not a share group."})
+                    continue
+                by_topic: dict[str, list[dict[str, Any]]] = {}
+                for (t, p), (start, lag) in self._share_offsets(g, topic_partitions, now).items():
+                    by_topic.setdefault(t, []).append({"partition_index": p, "start_offset": start, "leader_epoch": 0,
+                                                       "lag": lag if version >= 1 else -1,
+                                                       "error_code": P.ERROR_NONE, "error_message": None})
+                out.append({**base, "error_code": P.ERROR_NONE, "topics": [
+                    {"topic_name": t, "topic_id": topic_ids.get(t, P.ZERO_UUID), "partitions": ps}
+                    for t, ps in sorted(by_topic.items())]})
+        return {"throttle_time_ms": 0, "groups": out}
+
+    def _share_offsets(self, g: LabGroup, topic_partitions: dict[str, int], now: float
+                       ) -> dict[tuple[str, int], tuple[int, int]]:
+        out = {}
+        for t, p in self.partitions(g, topic_partitions):
+            start = self.committed(g, t, p, now)
+            out[(t, p)] = (start, max(0, self.end_offset(t, p, now) - start))
+        return out
+
     def list_offsets(self, body: dict[str, Any], version: int, leaders: dict[tuple[str, int], int],
                      broker_id: int) -> dict[str, Any]:
         """ListOffsets on the partitions this broker leads (others: NOT_LEADER_OR_FOLLOWER)."""
@@ -394,8 +431,9 @@ class LabGroups:
                 out[g.name] = {
                     "type": g.spec.type, "state": self.state(g), "assignor": self.assignor(g),
                     "members": self.members(g, topic_partitions),
-                    "committed": {} if g.spec.type == "share" else
-                    {tp: self.committed(g, tp[0], tp[1], now) for tp in parts},
+                    "committed": {tp: start for tp, (start, _lag) in self._share_offsets(g, topic_partitions,
+                                                                                          now).items()}
+                    if g.spec.type == "share" else {tp: self.committed(g, tp[0], tp[1], now) for tp in parts},
                     "end": {tp: self.end_offset(tp[0], tp[1], now) for tp in parts},
                 }
         return out

@@ -69,6 +69,7 @@ class LabMetrics:
         self.padding_series = padding_series
         self.host = host
         self.started_at = time.monotonic()
+        self.started_wall = time.time()  # process_start_time_seconds: the brokers "started" with the lab
         self._padding = padding(padding_series)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -134,6 +135,8 @@ class LabMetrics:
             lines.append("kafka_network_RequestMetrics_Count" + _labels(
                 clientSoftwareName=name, clientSoftwareVersion=sw_version, name="DeprecatedRequestsPerSec",
                 request=request, version=str(api_version)) + f" {count}")
+        lines += ["# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
+                  "# TYPE process_start_time_seconds gauge", f"process_start_time_seconds {self.started_wall:.3f}"]
         return 200, "\n".join(lines) + "\n" + self._padding, faults.latency_ms / 1000.0
 
 

@@ -26,7 +26,8 @@ MAX_REQUEST_BYTES = 1024 * 1024
 _PRE_AUTH_KEYS = {P.API_API_VERSIONS, P.API_SASL_HANDSHAKE, P.API_SASL_AUTHENTICATE}
 # Consumer groups (backend/lab/groups.py): every read the product and admin clients send.
 _GROUP_KEYS = frozenset({P.API_FIND_COORDINATOR, P.API_LIST_GROUPS, P.API_DESCRIBE_GROUPS, P.API_CONSUMER_GROUP_DESCRIBE,
-                         P.API_SHARE_GROUP_DESCRIBE, P.API_OFFSET_FETCH, P.API_LIST_OFFSETS})
+                         P.API_SHARE_GROUP_DESCRIBE, P.API_OFFSET_FETCH, P.API_LIST_OFFSETS,
+                         P.API_DESCRIBE_SHARE_GROUP_OFFSETS})
 
 
 class _Close(Exception):

@@ -34,6 +34,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(INSECURE_FLAG, action="store_true", dest="insecure_no_login",
                         help="serve the UI beyond loopback WITHOUT login (also needs [auth] required = false in the "
                              "fleet file); every page then says so")
+    parser.add_argument("--api-port", type=int, default=None,
+                        help="the read-only API and MCP port (default: [service] api_port, 8502; 0 picks a free one)")
+    parser.add_argument("--api-address", default=None, help="the API's address (default: [service] api_address)")
+    parser.add_argument("--no-api", action="store_true", help="do not start the API")
     parser.add_argument("--no-ui", action="store_true", help="do not start the UI")
     parser.add_argument("--no-analyze", action="store_true", help="do not start the Spark driver (no analyze runs)")
     parser.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
@@ -65,6 +69,12 @@ def plan_from_args(args: argparse.Namespace) -> ServicePlan:
         exposure = decide_exposure(ui_address, fleet.auth, insecure)
         if not exposure.allowed:
             raise ValueError(f"{config}: {exposure.reason}")
+    api = service.api and not getattr(args, "no_api", False)
+    api_address = getattr(args, "api_address", None) or service.api_address
+    if api and not fleet.auth.login and not is_loopback(api_address):
+        # The API without login answers loopback only, whatever the flags: it has no banner to warn anyone.
+        raise ValueError(f"{config}: refusing to serve the API on {api_address or 'every interface'} without login: "
+                         "turn login on ([auth] required = true, docs/api.md) or keep api_address on 127.0.0.1")
     return ServicePlan(
         fleet=fleet, fleet_file=config, lake=lake, state_dir=state_dir,
         secrets=str(Path(args.secrets).resolve()) if args.secrets else None,
@@ -74,6 +84,8 @@ def plan_from_args(args: argparse.Namespace) -> ServicePlan:
         insecure_no_login=insecure,
         metrics_address=args.metrics_address or service.metrics_address,
         metrics_port=_port(args.metrics_port, service.metrics_port, "--metrics-port"),
+        api=api, api_address=api_address,
+        api_port=_port(getattr(args, "api_port", None), service.api_port, "--api-port"),
         analyze=service.analyze and not args.no_analyze,
         spark_master=fleet.settings.spark_master,
     )

@@ -30,9 +30,11 @@ log = logging.getLogger(__name__)
 class ServiceCollector(Collector):
     """The job and component series, from a snapshot the supervisor hands over at scrape time."""
 
-    def __init__(self, snapshot: Callable[[], tuple[dict[str, list[JobRecord]], dict[str, tuple[bool, int]]]]) -> None:
-        """snapshot() -> ({job: [records]}, {component: (up, restarts)})."""
+    def __init__(self, snapshot: Callable[[], tuple[dict[str, list[JobRecord]], dict[str, tuple[bool, int]]]], *,
+                 audit: Callable[[], dict[tuple[str, str], int]] | None = None) -> None:
+        """snapshot() -> ({job: [records]}, {component: (up, restarts)}); audit() -> {(kind, outcome): records}."""
         self.snapshot = snapshot
+        self.audit = audit
 
     def collect(self) -> Iterator[Metric]:
         """Metric families for one scrape."""
@@ -65,6 +67,13 @@ class ServiceCollector(Collector):
             restarts.add_metric([name], count)
             up.add_metric([name], 1.0 if alive else 0.0)
         yield from (runs, duration, success, restarts, up)
+        if self.audit is not None:
+            audit = CounterMetricFamily(f"{PREFIX}_audit_records", "Audit records rolled into the lake, by kind "
+                                        "(login, logout, view, operate, export, api, mcp, refusal) and outcome.",
+                                        labels=["kind", "outcome"])
+            for (kind, outcome), n in sorted(self.audit().items()):
+                audit.add_metric([kind, outcome], n)
+            yield audit
 
 
 class HealthServer:

@@ -4,7 +4,11 @@ Components (each its own process group, dying with the supervisor):
 - ``poll``: the poller worker, polling on the fleet's interval and serving its per-cluster metrics on loopback;
 - ``ingest``: the ingest worker, one client-config source per run request;
 - ``analyze``: the warm Spark driver, one analysis per run request, never two at once;
-- ``ui``: ``streamlit run dashboard/app.py``.
+- ``ui``: ``streamlit run dashboard/app.py``;
+- ``api``: ``python -m backend.api``, the read-only HTTP API and MCP tools (uvicorn) on its own port.
+
+The supervisor also rolls the audit journals (`<state_dir>/audit/`) into the lake's `audit` table on a thread of its
+own, and counts the records it rolled for /metrics.
 
 One thread runs the loop below; one reader thread per worker channel feeds its events into a queue; the
 HTTP endpoint reads a snapshot under the lock. Every run's outcome lands in a JobRecord.
@@ -26,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.audit.journal import journal_dir
+from backend.audit.store import AuditCompactor
 from backend.auth.exposure import ui_environment
 from backend.config import Fleet
 from backend.service import status as st
@@ -55,6 +61,9 @@ class ServicePlan:
     ui_port: int = 8501
     metrics_address: str = "127.0.0.1"
     metrics_port: int = 9308
+    api: bool = True
+    api_address: str = "127.0.0.1"
+    api_port: int = 8502
     analyze: bool = True
     spark_master: str | None = None
     # --insecure-no-login: the UI may serve beyond loopback without login (with [auth] required = false).
@@ -130,6 +139,8 @@ class Supervisor:
         """Prepare the components of plan (nothing starts before run())."""
         if plan.ui and plan.ui_port == 0:
             plan.ui_port = free_port(plan.ui_address)
+        if plan.api and plan.api_port == 0:
+            plan.api_port = free_port(plan.api_address)
         self.plan = plan
         self.settings = plan.fleet.settings
         self.service = plan.fleet.service
@@ -153,6 +164,10 @@ class Supervisor:
         self._schedule_file = plan.state_dir / "schedule.json"
         self.last_full_at = self._load_last_full(now)
         self.http: HealthServer | None = None
+        self.audit_counts: Counter[tuple[str, str]] = Counter()
+        self.audit_errors = 0
+        self._audit_thread: threading.Thread | None = None
+        self._compactor: AuditCompactor | None = None
         self._build_components()
 
     # ------------------------------------------------------------------ components
@@ -180,10 +195,21 @@ class Supervisor:
                                      "--server.fileWatcherType", "none",
                                      # no raw table export (formulas): also where .streamlit/ is not beside the app
                                      "--client.disableDataExport", "true",
+                                     *(["--secrets.files", self.plan.secrets] if self.plan.secrets else []),
                                      *(["--server.baseUrlPath", self.service.ui_base_path.strip("/")]
                                        if self.service.ui_base_path.strip("/") else [])],
                               self.logs / "ui.log", env=ui_env, cwd=PACKAGE_ROOT)
             self.components["ui"] = Component("ui", ui)
+        if self.plan.api:
+            service = self.service
+            secrets = self.plan.secrets or str(Path(self.plan.fleet.settings.secrets_file).resolve())
+            api = ChildProcess("api", [self.plan.python, "-m", "backend.api", "--config", str(self.plan.fleet_file),
+                                       "--lake", self.plan.lake, "--journal-dir", str(journal_dir(self.plan.state_dir)),
+                                       "--secrets", secrets, "--address", self.plan.api_address,
+                                       "--port", str(self.plan.api_port), "--rate", repr(service.api_rate_per_s),
+                                       "--burst", str(service.api_rate_burst)],
+                               self.logs / "api.log", env=env, cwd=PACKAGE_ROOT)
+            self.components["api"] = Component("api", api)
         if self.sources:
             ingest = ChildProcess("ingest", self._worker_cmd("ingest"), self.logs / "ingest.log", env=env,
                                   cwd=PACKAGE_ROOT, with_channel=True, term_leader_only=True)
@@ -239,7 +265,8 @@ class Supervisor:
         """Bind the metrics/health endpoint (raises OSError when the port is taken); returns its port."""
         if self.http is None:
             self.http = HealthServer(self.plan.metrics_address, self.plan.metrics_port,
-                                     collector=ServiceCollector(self._metrics_snapshot), readiness=self.readiness,
+                                     collector=ServiceCollector(self._metrics_snapshot, audit=self._audit_snapshot),
+                                     readiness=self.readiness,
                                      upstream=self._poller_metrics)
         return self.http.port
 
@@ -247,6 +274,8 @@ class Supervisor:
         """Start everything, supervise until stop(), then stop every child; returns the exit code."""
         self.plan.state_dir.mkdir(parents=True, exist_ok=True)
         self.open_endpoint()
+        self._audit_thread = threading.Thread(target=self._roll_audit, name="audit-compactor", daemon=True)
+        self._audit_thread.start()
         try:
             for component in self.components.values():
                 self._start(component)
@@ -272,6 +301,28 @@ class Supervisor:
             self._shutdown()
         return 0
 
+    def _roll_audit(self) -> None:
+        """Roll the audit journals into the lake's audit table every audit_compact_interval_s until stop."""
+        while not self._stop.wait(self.service.audit_compact_interval_s):
+            self._roll_audit_once()
+
+    def _roll_audit_once(self) -> None:
+        if self._compactor is None:
+            self._compactor = AuditCompactor(self.plan.lake, journal_dir(self.plan.state_dir),
+                                             self.plan.fleet.settings.audit_retention_days)
+        try:
+            result = self._compactor.run_once()
+        except Exception as exc:  # noqa: BLE001 - a lake error must not end the compactor; it tries again
+            log.error("audit: rolling the journals failed: %s", exc)
+            return
+        with self._lock:
+            self.audit_counts.update(result.counts())
+            self.audit_errors += 1 if result.error else 0
+
+    def api_url(self) -> str:
+        """The API's base URL (what `serve` prints as `API: ...`)."""
+        return f"http://{self._display_host(self.plan.api_address)}:{self.plan.api_port}/api/v1"
+
     def _banner(self) -> None:
         out = self.plan.out
         assert self.http is not None
@@ -290,6 +341,8 @@ class Supervisor:
             out(f"  ui: http://{self._display_host(self.plan.ui_address)}:{self.plan.ui_port}  (pid {ui.child.pid}, log {ui.child.log})")
         base = f"http://{self._display_host(self.plan.metrics_address)}:{self.http.port}"
         out(f"  metrics: {base}/metrics  health: {base}/healthz  {base}/readyz")
+        if "api" in self.components:
+            out(f"API: {self.api_url()}")
         out(f"  service state: {self.plan.state_dir}")
 
     @staticmethod
@@ -524,6 +577,8 @@ class Supervisor:
                     base = self.service.ui_base_path.strip("/")
                     entry["url"] = (f"http://{self._display_host(self.plan.ui_address)}:{self.plan.ui_port}/"
                                     + (f"{base}/" if base else ""))
+                elif name == "api":
+                    entry["url"] = self.api_url()
                 elif name == "ingest":
                     entry.update(_summary([r.to_json(now) for r in self.source_records.values()]))
                     entry["sources"] = {label: {**r.to_json(now), "kind": self.sources[label].kind,
@@ -562,6 +617,10 @@ class Supervisor:
             components = {name: (c.up, c.restarts) for name, c in self.components.items()}
         return records, components
 
+    def _audit_snapshot(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return dict(self.audit_counts)
+
     def _poller_metrics(self) -> str | None:
         poll = self.components["poll"]
         hello = poll.hello if poll.up else None
@@ -571,6 +630,7 @@ class Supervisor:
 
     def _shutdown(self) -> None:
         started = time.monotonic()
+        self._stop.set()
         for component in self.components.values():
             component.restart_at = None
             component.child.terminate()
@@ -585,6 +645,9 @@ class Supervisor:
         for component in self.components.values():
             component.child.kill_group()
             component.child.close_channel()
+        if self._audit_thread is not None:
+            self._audit_thread.join(timeout=5)
+            self._roll_audit_once()  # what the children wrote before they stopped
         if self.http is not None:
             self.http.close()
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from backend.store import config_state, group_state, inventory_state, state
+from backend.store import config_state, group_state, inventory_state, standards_state, state
 from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.group_model import GroupSnapshot
 from backend.store.incidents import IncidentTracker, incidents_table
@@ -26,11 +26,13 @@ from backend.store.schemas import (
     CLUSTER_SNAPSHOTS,
     DAY_TABLES,
     INCIDENTS,
+    POLICY_STATUS,
     SCHEMA_VERSION,
     TOPIC_SNAPSHOTS,
     ZK_SNAPSHOTS,
     schema_for,
 )
+from backend.store.standards_model import StandardsSnapshot
 from backend.store.state import StateConflict
 
 log = logging.getLogger(__name__)
@@ -149,6 +151,8 @@ class FleetWriter:
         self.configs: dict[str, ConfigSnapshot] = {}
         self.groups: dict[str, GroupSnapshot] = {}
         self.inventory: dict[str, InventorySnapshot] = {}
+        self.standards: dict[str, StandardsSnapshot] = {}
+        self._standards_day: dict[str, str] = {}  # per cluster, the day of its last baseline row of policy_status
         self.incidents: IncidentTracker
         self._reload()
         self._checkpointed: str | None = None  # the last day this writer found (or made) a checkpoint for
@@ -169,6 +173,8 @@ class FleetWriter:
         changes: list[dict[str, Any]] = []
         updates: dict[str, dict[str, pa.Table]] = {}
         degraded: dict[str, str] = {}
+        history: list[dict[str, Any]] = []
+        standards_day = dict(self._standards_day)  # restored when the commit is lost
         for snapshot in poll.clusters:
             if not snapshot.has_data:
                 continue
@@ -183,6 +189,8 @@ class FleetWriter:
                 inventory_changes, inventory_tables = self._diff_inventory(poll, snapshot)
                 cluster_changes += inventory_changes
                 tables.update(inventory_tables)
+                policy_rows, policy_tables = self._diff_standards(poll, snapshot)
+                tables.update(policy_tables)
                 for kind, table in tables.items():
                     _to_table(state.STATE_TABLES[kind], table, schema_for(state.STATE_TABLES[kind]))
                 if cluster_changes:
@@ -200,9 +208,13 @@ class FleetWriter:
                 self.groups[snapshot.cluster_name] = snapshot.groups
             if snapshot.inventory is not None:
                 self.inventory[snapshot.cluster_name] = snapshot.inventory
+            if snapshot.standards is not None:
+                self.standards[snapshot.cluster_name] = snapshot.standards
+                history += policy_rows
+                self._standards_day[snapshot.cluster_name] = poll.polled_at.astimezone(UTC).date().isoformat()
         with_data = [s.cluster_name for s in poll.clusters if s.has_data and s.cluster_name not in degraded]
         alerts = [a for a in poll.alerts if a.cluster_name not in degraded]
-        transitions = self.incidents.observe(poll.poll_id, poll.polled_at, alerts, with_data)
+        transitions = self.incidents.observe(poll.poll_id, poll.polled_at, alerts, with_data, poll.hold)
         open_table = self.incidents.pending(poll.polled_at, transitions)
         staged: list[str] = []
         replaced: list[str] = []
@@ -212,6 +224,8 @@ class FleetWriter:
         try:
             if changes:
                 staged.append(self._append(CHANGES, changes, poll.poll_id))
+            if history:
+                staged.append(self._append(POLICY_STATUS, history, poll.poll_id))
             if updates:
                 manifest, written, old = state.stage_cluster_states(self.lake, manifest, updates, generation, token)
                 staged += written
@@ -229,6 +243,7 @@ class FleetWriter:
             # Lost the commit (StateConflict), or the write failed: none of this poll stays, and the next poll
             # starts from what the lake holds.
             delete_quietly(self.lake.where, staged)
+            self._standards_day = standards_day
             self._reload()
             raise
         self.manifest = manifest
@@ -276,6 +291,7 @@ class FleetWriter:
         self.configs = _configs_from_state(self.lake, manifest)
         self.groups = _groups_from_state(self.lake, manifest)
         self.inventory = _inventory_from_state(self.lake, manifest)
+        self.standards = _standards_from_state(self.lake, manifest)
         self.incidents = IncidentTracker(self.lake, flush_interval_s=self.flush_interval_s, manifest=manifest)
 
     def _reload(self, manifest: dict[str, Any] | None = None, version: str | None = None) -> None:
@@ -453,6 +469,21 @@ class FleetWriter:
         rows = [change_row(poll, s, "client", kind, subject, before, after) for kind, subject, before, after in found]
         return rows, tables
 
+    def _diff_standards(self, poll: FleetPoll, s: ClusterSnapshot) -> tuple[list[dict[str, Any]], dict[str, pa.Table]]:
+        """History rows (changes, and the day's baseline) and state tables of the cluster's policy results."""
+        new = s.standards
+        if new is None:
+            return [], {}
+        prev = self.standards.get(s.cluster_name)
+        day = poll.polled_at.astimezone(UTC).date().isoformat()
+        baseline = self._standards_day.get(s.cluster_name) != day
+        if new is prev and not baseline:
+            return [], {}
+        rows = standards_state.history_rows(poll.poll_id, poll.polled_at, s.cluster_name, prev, new, baseline=baseline)
+        if new is prev:
+            return rows, {}
+        return rows, standards_state.state_tables(poll.poll_id, poll.polled_at, s.cluster_name, s.cluster_id, new)
+
     def state_tables(self) -> dict[str, pa.Table]:
         """The whole current state from memory (for checkpoints)."""
         parts: dict[str, list[pa.Table]] = {k: [] for k in state.CHECKPOINTED}
@@ -590,6 +621,12 @@ def _inventory_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, 
         return {}
     return inventory_state.snapshots_from_tables(state.read_state(lake, "inventory", manifest=manifest),
                                                  state.read_state(lake, "inventory_runs", manifest=manifest))
+
+
+def _standards_from_state(lake: Lake, manifest: Mapping[str, Any]) -> dict[str, StandardsSnapshot]:
+    if not any(entry.get("policy_results") for entry in manifest.get("clusters", {}).values()):
+        return {}
+    return standards_state.snapshots_from_tables(state.read_state(lake, "policy_results", manifest=manifest))
 
 
 def migrate_v1_if_needed(lake: Lake) -> bool:

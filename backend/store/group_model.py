@@ -12,9 +12,12 @@ from datetime import datetime
 from typing import Any
 
 GROUP_TYPES = ("classic", "consumer", "share", "streams", "unknown")
-# Burrow-style statuses of a group (backend.collect.group_status); unknown: no committed offsets to judge.
-STATUSES = ("ok", "lagging", "stalled", "stopped", "empty_with_lag", "unknown")
-PROBLEM_STATUSES = ("lagging", "stalled", "stopped", "empty_with_lag")
+# Burrow-style statuses of a group (backend.collect.group_status); unknown: no committed offsets to judge;
+# offset_ahead: a committed offset past the end of its partition's log (truncated, or the topic recreated).
+STATUSES = ("ok", "lagging", "stalled", "stopped", "empty_with_lag", "offset_ahead", "unknown")
+PROBLEM_STATUSES = ("lagging", "stalled", "stopped", "empty_with_lag", "offset_ahead")
+# What a partition's `committed` offset is: a committed offset, or a share group's share-partition start offset.
+COMMITTED, SHARE_START = "committed", "share_start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,7 @@ class GroupMember:
     member_type: str | None = None  # KIP-848 groups: classic or consumer member
     assignment: tuple[tuple[str, int], ...] = ()
     subscribed: tuple[str, ...] = ()
+    subscribed_regex: str | None = None  # a KIP-848 member's subscription pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +47,26 @@ class PartitionLag:
     topic_id: str | None = None  # the topic's id when the committed offset last moved (or was first seen)
     last_moved_at: datetime | None = None  # when the committed offset last changed (first seen: that read)
     lag_since: datetime | None = None  # since when the lag has been above 0 without a break
+    kind: str = COMMITTED  # COMMITTED, or SHARE_START: `committed` is a share group's start offset
+    reported_lag: int | None = None  # SHARE_START: the lag the share coordinator computes (None: not told)
+    log_start: int | None = None  # the log's start offset, read for an assigned partition without a commit
 
     @property
     def lag(self) -> int | None:
-        """end - committed as kafka-consumer-groups.sh prints it (negative when the commit is past the end)."""
+        """end - committed as kafka-consumer-groups.sh prints it (negative when the commit is past the end); a share
+        group's lag as its coordinator computes it, as kafka-share-groups.sh prints it."""
+        if self.kind == SHARE_START:
+            return self.reported_lag
         if self.committed is None or self.end is None:
             return None
         return self.end - self.committed
+
+    @property
+    def uncommitted_records(self) -> int | None:
+        """Records on an assigned partition the group has not committed on (None: committed, or not known)."""
+        if self.committed is not None or self.end is None or self.log_start is None:
+            return None
+        return max(0, self.end - self.log_start)
 
 
 @dataclass(slots=True)
@@ -66,7 +83,7 @@ class GroupState:
     topics: int = 0
     partitions: int = 0
     topic_names: tuple[str, ...] = ()  # the topics it commits to or is assigned (sorted)
-    lag: int | None = None  # sum of the partitions' positive lags; None when no lag is known
+    lag: int | None = None  # sum of the partitions' positive lags; None when no partition's lag is known (or >= 0)
     lag_partitions: int = 0  # partitions with lag > 0
     max_partition_lag: int | None = None
     status: str = "unknown"
@@ -75,9 +92,20 @@ class GroupState:
     last_commit_at: datetime | None = None  # the latest time any committed offset of the group moved
     first_seen_at: datetime | None = None
     window_at: tuple[datetime, ...] = ()
-    window_lag: tuple[int | None, ...] = ()
+    window_lag: tuple[int | None, ...] = ()  # records waiting at each read: lag plus uncommitted_records
     window_committed: tuple[int | None, ...] = ()  # sum of committed offsets at each read (progress)
     error: str | None = None  # what could not be read (the last known members/offsets are kept)
+    # records on assigned partitions without a commit (log end - log start), beside the lag; None: none such
+    uncommitted_records: int | None = None
+    uncommitted_partitions: int = 0
+    partitions_ahead: int = 0  # partitions whose committed offset is past the end of the log
+
+    @property
+    def waiting(self) -> int | None:
+        """Records the group has yet to read: its lag plus the records on partitions it has not committed on."""
+        if self.lag is None and self.uncommitted_records is None:
+            return None
+        return (self.lag or 0) + (self.uncommitted_records or 0)
 
 
 @dataclass(slots=True)

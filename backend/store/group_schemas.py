@@ -27,20 +27,24 @@ GROUP_SCHEMAS: dict[str, pa.Schema] = {
         ("topics", pa.int32()),
         ("partitions", pa.int32()),
         ("topic_names", pa.list_(pa.string())),  # the topics it commits to or is assigned
-        ("lag", pa.int64()),  # sum of positive partition lags; null when unknown
+        ("lag", pa.int64()),  # sum of positive partition lags; null when no partition's lag is known (or >= 0)
         ("lag_partitions", pa.int32()),
         ("max_partition_lag", pa.int64()),
-        ("status", pa.string()),  # ok / lagging / stalled / stopped / empty_with_lag / unknown
+        ("status", pa.string()),  # ok / lagging / stalled / stopped / empty_with_lag / offset_ahead / unknown
         ("status_since", _TS),
         ("evidence_json", pa.string()),
         ("last_commit_at", _TS),
         ("first_seen_at", _TS),
         ("window_at", pa.list_(_TS)),  # the bounded window (group_window reads), oldest first
-        ("window_lag", pa.list_(pa.int64())),
+        ("window_lag", pa.list_(pa.int64())),  # records waiting at each read: lag + uncommitted_records
         ("window_committed", pa.list_(pa.int64())),
         ("error", pa.string()),
         ("collected_at", _TS),
         ("schema_version", pa.int32()),
+        # records on assigned partitions without a commit (log end - log start), beside the lag; null: none such
+        ("uncommitted_records", pa.int64()),
+        ("uncommitted_partitions", pa.int32()),
+        ("partitions_ahead", pa.int32()),  # partitions whose committed offset is past the end of the log
     ]),
     GROUP_MEMBERS: pa.schema([
         *_HEAD,
@@ -55,6 +59,7 @@ GROUP_SCHEMAS: dict[str, pa.Schema] = {
         ("assignment_json", pa.string()),  # {"topic": [partitions]}
         ("subscribed_json", pa.string()),  # ["topic", ...]
         ("schema_version", pa.int32()),
+        ("subscribed_regex", pa.string()),  # a KIP-848 member's subscription pattern
     ]),
     GROUP_OFFSETS: pa.schema([
         *_HEAD,
@@ -69,6 +74,9 @@ GROUP_SCHEMAS: dict[str, pa.Schema] = {
         ("last_moved_at", _TS),
         ("lag_since", _TS),
         ("schema_version", pa.int32()),
+        ("offset_kind", pa.string()),  # committed / share_start (committed_offset is a share group's start offset)
+        ("reported_lag", pa.int64()),  # share_start: the lag the share coordinator computed (`lag` repeats it)
+        ("log_start_offset", pa.int64()),  # an assigned partition without a commit: its log's start offset
     ]),
     GROUP_RUNS: pa.schema([
         *_HEAD,

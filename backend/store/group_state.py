@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from backend.store.group_model import GroupMember, GroupSnapshot, GroupState, PartitionLag
+from backend.store.group_model import COMMITTED, GroupMember, GroupSnapshot, GroupState, PartitionLag
 from backend.store.group_schemas import GROUP_MEMBERS, GROUP_OFFSETS, GROUP_RUNS, GROUP_SCHEMAS, GROUP_STATE
 from backend.store.schemas import SCHEMA_VERSION
 
@@ -99,7 +99,8 @@ def groups_table(poll_id: str, polled_at: datetime, cluster_name: str, cluster_i
     cols = _head(len(groups), poll_id, polled_at, cluster_name, cluster_id)
     for name in ("group_id", "group_type", "protocol_type", "protocol", "state", "coordinator_id", "members",
                  "topics", "partitions", "lag", "lag_partitions", "max_partition_lag", "status", "status_since",
-                 "last_commit_at", "first_seen_at", "error"):
+                 "last_commit_at", "first_seen_at", "error", "uncommitted_records", "uncommitted_partitions",
+                 "partitions_ahead"):
         cols[name] = [getattr(g, name) for g in groups]
     cols["evidence_json"] = [json.dumps(g.evidence, sort_keys=True, default=str) if g.evidence else None
                              for g in groups]
@@ -117,7 +118,7 @@ def members_table(poll_id: str, polled_at: datetime, cluster_name: str, cluster_
     rows = [(g, m) for g in sorted(snap.members) for m in snap.members[g]]
     cols = _head(len(rows), poll_id, polled_at, cluster_name, cluster_id)
     cols["group_id"] = [g for g, _ in rows]
-    for name in ("member_id", "instance_id", "client_id", "client_host", "rack", "member_type"):
+    for name in ("member_id", "instance_id", "client_id", "client_host", "rack", "member_type", "subscribed_regex"):
         cols[name] = [getattr(m, name) for _, m in rows]
     cols["assigned_partitions"] = [len(m.assignment) for _, m in rows]
     assignments = []
@@ -144,6 +145,9 @@ def offsets_table(poll_id: str, polled_at: datetime, cluster_name: str, cluster_
     cols["lag"] = [p.lag for _, p in rows]
     for name in ("member_id", "topic_id", "last_moved_at", "lag_since"):
         cols[name] = [getattr(p, name) for _, p in rows]
+    cols["offset_kind"] = [p.kind for _, p in rows]
+    cols["reported_lag"] = [p.reported_lag for _, p in rows]
+    cols["log_start_offset"] = [p.log_start for _, p in rows]
     return _columns(GROUP_OFFSETS, cols)
 
 
@@ -212,7 +216,10 @@ def snapshots_from_tables(groups: pa.Table, members: pa.Table, offsets: pa.Table
             first_seen_at=row["first_seen_at"], topic_names=tuple(row["topic_names"] or ()),
             window_at=tuple(row["window_at"] or ()),
             window_lag=tuple(_opt_int(v) for v in row["window_lag"] or ()),
-            window_committed=tuple(_opt_int(v) for v in row["window_committed"] or ()), error=row["error"])
+            window_committed=tuple(_opt_int(v) for v in row["window_committed"] or ()), error=row["error"],
+            uncommitted_records=row.get("uncommitted_records"),
+            uncommitted_partitions=row.get("uncommitted_partitions") or 0,
+            partitions_ahead=row.get("partitions_ahead") or 0)
     for row in members.to_pylist():
         snap = out.get(row["cluster_name"])
         if snap is None:
@@ -221,20 +228,23 @@ def snapshots_from_tables(groups: pa.Table, members: pa.Table, offsets: pa.Table
         member = GroupMember(member_id=row["member_id"] or "", client_id=row["client_id"] or "",
                              client_host=row["client_host"] or "", instance_id=row["instance_id"], rack=row["rack"],
                              member_type=row["member_type"], assignment=assignment,
-                             subscribed=tuple(_json(row["subscribed_json"], [])))
+                             subscribed=tuple(_json(row["subscribed_json"], [])),
+                             subscribed_regex=row.get("subscribed_regex"))
         snap.members[row["group_id"]] = (*snap.members.get(row["group_id"], ()), member)
     per_group: dict[tuple[str, str], list[PartitionLag]] = {}
     if offsets.num_rows:
         cols = {c: offsets.column(c).to_pylist() for c in (
             "cluster_name", "group_id", "topic", "partition", "committed_offset", "end_offset", "member_id",
-            "topic_id", "last_moved_at", "lag_since")}
+            "topic_id", "last_moved_at", "lag_since", "offset_kind", "reported_lag", "log_start_offset")}
         for i, cluster in enumerate(cols["cluster_name"]):
             if cluster not in out:
                 continue
             per_group.setdefault((cluster, cols["group_id"][i]), []).append(PartitionLag(
                 topic=cols["topic"][i], partition=cols["partition"][i], committed=cols["committed_offset"][i],
                 end=cols["end_offset"][i], member_id=cols["member_id"][i], topic_id=cols["topic_id"][i],
-                last_moved_at=cols["last_moved_at"][i], lag_since=cols["lag_since"][i]))
+                last_moved_at=cols["last_moved_at"][i], lag_since=cols["lag_since"][i],
+                kind=cols["offset_kind"][i] or COMMITTED, reported_lag=cols["reported_lag"][i],
+                log_start=cols["log_start_offset"][i]))
     for (cluster, group), parts in per_group.items():
         out[cluster].offsets[group] = tuple(parts)
     return out

@@ -66,11 +66,18 @@ class IncidentTracker:
             self.open[(row["rule"], row["cluster_name"], row["subject"])] = row
         self._dirty = False
         self._last_flush: datetime | None = None
+        # The alert each open incident was last compared with: an alert handed over again (the policy evaluation
+        # reuses unchanged ones) has the same evidence, so it is not serialised again.
+        self._compared: dict[Key, Alert] = {}
 
     def observe(
-        self, poll_id: str, at: datetime, alerts: Iterable[Alert], clusters_with_data: Iterable[str]
+        self, poll_id: str, at: datetime, alerts: Iterable[Alert], clusters_with_data: Iterable[str],
+        hold: Iterable[tuple[str, str]] = (),
     ) -> Transitions:
-        """Apply one poll's alerts; return the transitions (resolved ones still to be written)."""
+        """Apply one poll's alerts; return the transitions (resolved ones still to be written).
+
+        ``hold``: (rule, cluster) pairs the poll could not judge; their open incidents stay as they are.
+        """
         out = Transitions()
         seen: set[Key] = set()
         for alert in alerts:
@@ -93,6 +100,11 @@ class IncidentTracker:
             row["last_seen_at"] = at
             row["last_poll_id"] = poll_id
             row["polls_seen"] = int(row["polls_seen"] or 0) + 1
+            if self._compared.get(key) is alert:
+                out.updated += 1
+                self._dirty = True
+                continue
+            self._compared[key] = alert
             evidence = _evidence(alert)
             if evidence != row["latest_evidence_json"] or alert.severity != row["severity"]:
                 row["latest_evidence_json"] = evidence
@@ -101,7 +113,9 @@ class IncidentTracker:
             out.updated += 1
             self._dirty = True
         with_data = set(clusters_with_data)
-        for key in [k for k in self.open if k not in seen and k[1] in with_data]:
+        held = set(hold)
+        for key in [k for k in self.open if k not in seen and k[1] in with_data and (k[0], k[1]) not in held]:
+            self._compared.pop(key, None)
             row = self.open.pop(key)
             row.update(status="resolved", resolved_at=at, resolved_poll_id=poll_id)
             out.resolved.append(row)

@@ -13,12 +13,13 @@ grow, or has not grown for the window).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
-from backend.store.inventory_model import DeprecatedUse, InventorySnapshot, SoftwareConnections
+from backend.store.inventory_model import Baseline, DeprecatedUse, InventorySnapshot, SoftwareConnections
 from backend.store.schemas import INVENTORY_RUNS, INVENTORY_STATE, SCHEMA_VERSION, schema_for
 
 CONNECTIONS = "connections"
@@ -98,9 +99,22 @@ def diff(prev: InventorySnapshot | None, new: InventorySnapshot, cluster_name: s
     return out
 
 
+def _stored_connection(row: SoftwareConnections) -> SoftwareConnections:
+    """A connection row as stored: `last_seen_at` only when it is not implied (0 connections now)."""
+    return replace(row, last_seen_at=None) if row.connections > 0 else row
+
+
+def _stored_deprecated(row: DeprecatedUse, at: datetime) -> DeprecatedUse:
+    """A deprecated row as stored: `last_seen_at` only when the series was not on this read's page (held)."""
+    return replace(row, last_seen_at=None) if row.last_seen_at is None or row.last_seen_at >= at else row
+
+
 def same_content(a: InventorySnapshot, b: InventorySnapshot) -> bool:
-    """Whether two inventories hold the same rows (then the state file need not be rewritten)."""
-    return a.connections == b.connections and a.deprecated == b.deprecated
+    """Whether two inventories hold the same rows as stored (then the state file need not be rewritten): a row seen
+    at each read differs only by that read's time, which the runs row says."""
+    return ([_stored_connection(r) for r in a.connections] == [_stored_connection(r) for r in b.connections]
+            and [_stored_deprecated(d, a.collected_at) for d in a.deprecated]
+            == [_stored_deprecated(d, b.collected_at) for d in b.deprecated])
 
 
 def state_table(poll_id: str, polled_at: datetime, cluster_name: str, cluster_id: str | None,
@@ -109,15 +123,16 @@ def state_table(poll_id: str, polled_at: datetime, cluster_name: str, cluster_id
     rows: list[dict[str, Any]] = []
     base = {"poll_id": poll_id, "polled_at": polled_at, "cluster_name": cluster_name, "cluster_id": cluster_id,
             "schema_version": SCHEMA_VERSION}
-    for c in snap.connections:
+    for c in map(_stored_connection, snap.connections):
         rows.append({**base, "kind": CONNECTIONS, "broker_id": c.broker_id, "endpoint": c.endpoint,
                      "listener": c.listener, "software_name": c.software_name, "software_version": c.software_version,
-                     "connections": c.connections})
-    for d in snap.deprecated:
+                     "connections": c.connections, "last_seen_at": c.last_seen_at, "role": c.role})
+    for d in (_stored_deprecated(d, snap.collected_at) for d in snap.deprecated):
         rows.append({**base, "kind": DEPRECATED, "broker_id": d.broker_id, "endpoint": d.endpoint,
                      "software_name": d.software_name, "software_version": d.software_version, "request": d.request,
                      "version": d.version, "count": d.count, "rate_per_s": d.rate_per_s,
-                     "first_seen_at": d.first_seen_at, "last_increase_at": d.last_increase_at})
+                     "first_seen_at": d.first_seen_at, "last_increase_at": d.last_increase_at,
+                     "last_seen_at": d.last_seen_at})
     return pa.Table.from_pylist(rows, schema=schema_for(INVENTORY_STATE))
 
 
@@ -128,8 +143,21 @@ def runs_table(poll_id: str, polled_at: datetime, cluster_name: str, cluster_id:
            "collected_at": snap.collected_at, "source": snap.source, "source_label": snap.source_label,
            "status": snap.status, "kip896": snap.kip896, "dialect": snap.dialect, "message": snap.message,
            "endpoints_json": json.dumps(snap.endpoints, sort_keys=True), "window_s": snap.window_s,
-           "duration_ms": round(snap.duration_ms, 3), "schema_version": SCHEMA_VERSION}
+           "duration_ms": round(snap.duration_ms, 3), "schema_version": SCHEMA_VERSION,
+           "baselines_json": json.dumps({e: {"started": b.started, "read_at": b.read_at.isoformat(), "kip896": b.kip896}
+                                         for e, b in snap.baselines.items()}, sort_keys=True)}
     return pa.Table.from_pylist([row], schema=schema_for(INVENTORY_RUNS))
+
+
+def _baselines(text: str | None) -> dict[str, Baseline]:
+    """The stored baselines of one run row (an older lake has none: every endpoint starts without one)."""
+    try:
+        raw = json.loads(text or "{}")
+        return {str(e): Baseline(None if b.get("started") is None else float(b["started"]),
+                                 datetime.fromisoformat(b["read_at"]), bool(b.get("kip896")))
+                for e, b in raw.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}
 
 
 def snapshots_from_tables(rows: pa.Table, runs: pa.Table) -> dict[str, InventorySnapshot]:
@@ -143,21 +171,24 @@ def snapshots_from_tables(rows: pa.Table, runs: pa.Table) -> dict[str, Inventory
         out[run["cluster_name"]] = InventorySnapshot(
             collected_at=run["collected_at"], source=run["source"] or "", source_label=run["source_label"] or "",
             status=run["status"] or "error", kip896=run["kip896"] or "unavailable", window_s=run["window_s"] or 3600.0,
-            dialect=run["dialect"], message=run["message"], endpoints=endpoints, duration_ms=run["duration_ms"] or 0.0)
+            dialect=run["dialect"], message=run["message"], endpoints=endpoints, duration_ms=run["duration_ms"] or 0.0,
+            baselines=_baselines(run.get("baselines_json")))
     connections: dict[str, list[SoftwareConnections]] = {}
     deprecated: dict[str, list[DeprecatedUse]] = {}
     for r in rows.to_pylist():
         if r["cluster_name"] not in out:
             continue  # rows without a run row are not a committed collection
+        at = out[r["cluster_name"]].collected_at
         if r["kind"] == CONNECTIONS:
+            n = int(r["connections"] or 0)
             connections.setdefault(r["cluster_name"], []).append(SoftwareConnections(
                 r["broker_id"], r["endpoint"] or "", r["listener"] or "", r["software_name"] or "",
-                r["software_version"] or "", int(r["connections"] or 0)))
+                r["software_version"] or "", n, at if n > 0 else r.get("last_seen_at"), r.get("role") or "client"))
         else:
             deprecated.setdefault(r["cluster_name"], []).append(DeprecatedUse(
                 r["broker_id"], r["endpoint"] or "", r["request"] or "", int(r["version"] or 0),
                 r["software_name"] or "", r["software_version"] or "", float(r["count"] or 0.0),
-                r["first_seen_at"], r["last_increase_at"], r["rate_per_s"]))
+                r["first_seen_at"], r["last_increase_at"], r["rate_per_s"], r.get("last_seen_at") or at))
     for name, snap in out.items():
         snap.connections = tuple(connections.get(name, ()))
         snap.deprecated = tuple(deprecated.get(name, ()))

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 from backend.store.atomic import create_parquet, remove_stale_temps
 from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.location import LakeLocation, LakeLocationError, parse_lake
-from backend.store.schemas import DAY_TABLES, SCHEMA_VERSION, TABLES, schema_for
+from backend.store.schemas import DAY_TABLES, OWN_RETENTION_TABLES, SCHEMA_VERSION, TABLES, schema_for
 from backend.store.stats import count_read
 
 _POLL_ID_RE = re.compile(r"^[0-9]{8}T[0-9]{12}Z-[0-9a-f]{6,32}$")
@@ -205,7 +205,7 @@ class Lake:
         If-None-Match, O_EXCL locally), so two compactions of the same files make one file; inputs a
         crashed compaction left beside its merged file are deleted by the next one.
         """
-        if table not in DAY_TABLES:
+        if table not in DAY_TABLES + OWN_RETENTION_TABLES:
             raise LakeError(f"{table} is not a compactable day table")
         now = (now or datetime.now(UTC)).astimezone(UTC)
         today = now.date().isoformat()
@@ -264,14 +264,18 @@ class Lake:
                 pass
         return final
 
-    def apply_retention(self, retention_days: int, *, today: date | None = None) -> list[str]:
-        """Delete day partitions older than retention_days and stale temp files; return deleted."""
+    def apply_retention(self, retention_days: int, *, today: date | None = None,
+                        tables: Iterable[str] | None = None) -> list[str]:
+        """Delete day partitions older than retention_days and stale temp files; return deleted.
+
+        Every table but those with a retention of their own (the audit log), unless ``tables`` names them."""
         if retention_days < 1:
             raise LakeError(f"retention_days must be >= 1, got {retention_days}")
         today = today or datetime.now(UTC).date()
         cutoff = (today - timedelta(days=retention_days - 1)).isoformat()
         deleted: list[str] = []
-        for table in TABLES:
+        for table in (tuple(tables) if tables is not None else
+                      tuple(t for t in TABLES if t not in OWN_RETENTION_TABLES)):
             for day in self.days(table):
                 path = f"{self.table_dir(table)}/date={day}"
                 if day < cutoff:

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from backend.store.group_model import GroupSnapshot
 from backend.store.inventory_model import InventorySnapshot
+from backend.store.standards_model import StandardsSnapshot
 
 STATUSES = ("ok", "degraded", "down", "auth_failed", "misrouted")
 NO_DATA_STATUSES = frozenset({"down", "auth_failed"})
@@ -98,6 +99,7 @@ class ClusterSnapshot:
     configs: ConfigSnapshot | None = None  # the last collected configuration (None: never read, or collection off)
     groups: GroupSnapshot | None = None  # the last read of its consumer groups (None: never read, or reading off)
     inventory: InventorySnapshot | None = None  # the last client inventory read from the brokers' JMX metrics
+    standards: StandardsSnapshot | None = None  # the policies' results of this poll (None: no policy evaluated)
 
     @property
     def has_data(self) -> bool:
@@ -155,6 +157,9 @@ class FleetPoll:
     duration_ms: float
     # Set by run_poller when writing the poll to the lake failed (the poll's data is then not in the lake).
     write_error: str | None = None
+    # (rule, cluster) pairs this poll could not judge (a policy without evidence): their open incidents are neither
+    # refreshed nor resolved, as for a cluster without data.
+    hold: set[tuple[str, str]] = field(default_factory=set)
 
     def cluster(self, name: str) -> ClusterSnapshot:
         """Return the snapshot of one cluster by name."""

@@ -212,6 +212,10 @@ SCHEMAS[INVENTORY_STATE] = pa.schema(
         ("first_seen_at", _TS),
         ("last_increase_at", _TS),
         ("schema_version", pa.int32()),
+        # when a row was last seen on its page (connections: above zero), written only when that was before this
+        # cluster's last read (the row is held evidence); null: seen at the last read (or, 0 connections, never)
+        ("last_seen_at", _TS),
+        ("role", pa.string()),  # connections only: client / broker (the brokers' own connections); null: client
     ]
 )
 SCHEMAS[INVENTORY_RUNS] = pa.schema(
@@ -231,6 +235,85 @@ SCHEMAS[INVENTORY_RUNS] = pa.schema(
         ("window_s", pa.float64()),
         ("duration_ms", pa.float64()),
         ("schema_version", pa.int32()),
+        # endpoint -> {started, read_at, kip896}: the last good read of each broker's page, the baseline of the next
+        ("baselines_json", pa.string()),
+    ]
+)
+
+# Standards (backend/standards): each policy's result per cluster with its non-passing subjects nested (one state
+# file per cluster, rewritten when it changed), and the status history (a day table: a row per change, and a baseline
+# of every (policy, cluster) at the first write of each day) the 30-day trend is read from.
+POLICY_RESULTS = "policy_results"
+POLICY_STATUS = "policy_status"
+POLICY_ITEM = pa.struct([
+    ("kind", pa.string()),  # cluster / broker / topic / group / clients / instance
+    ("name", pa.string()),
+    ("outcome", pa.string()),  # violation / unknown / waived / upcoming
+    ("seen", pa.string()),
+    ("wanted", pa.string()),
+    ("reason", pa.string()),
+    ("count", pa.int64()),
+    ("since", _TS),
+    ("waiver", pa.string()),
+])
+_POLICY_COUNTS = [("checked", pa.int64()), ("passing", pa.int64()), ("violating", pa.int64()),
+                  ("unknown", pa.int64()), ("waived", pa.int64()), ("upcoming", pa.int64())]
+SCHEMAS[POLICY_RESULTS] = pa.schema(
+    [
+        ("poll_id", pa.string()),
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("policy_id", pa.string()),
+        ("status", pa.string()),  # pass / violation / unknown / waived / upcoming
+        ("severity", pa.string()),
+        *_POLICY_COUNTS,
+        ("reason", pa.string()),
+        ("items_omitted", pa.int64()),
+        ("evaluated_at", _TS),
+        ("evidence_at", _TS),
+        ("since", _TS),  # since when the status has held
+        ("policy_digest", pa.string()),
+        ("policy_set", pa.string()),  # the policy file's digest
+        ("items", pa.list_(POLICY_ITEM)),  # the subjects that did not pass (at most 500)
+        ("schema_version", pa.int32()),
+    ]
+)
+SCHEMAS[POLICY_STATUS] = pa.schema(
+    [
+        ("poll_id", pa.string()),
+        ("polled_at", _TS),
+        ("cluster_name", pa.string()),
+        ("policy_id", pa.string()),
+        ("status", pa.string()),
+        ("severity", pa.string()),
+        *_POLICY_COUNTS,
+        ("baseline", pa.bool_()),  # the day's first row of this (policy, cluster), written whether it changed or not
+        ("schema_version", pa.int32()),
+    ]
+)
+
+# The audit log (backend/audit): who did and read what, through which door, and what was refused. A day table of
+# its own: written by the service's audit compactor (never by the poller), with its own retention.
+AUDIT = "audit"
+SCHEMAS[AUDIT] = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("at", _TS),
+        ("kind", pa.string()),  # login / logout / view / operate / export / api / mcp / refusal
+        ("door", pa.string()),  # ui / api / mcp
+        ("action", pa.string()),  # page, endpoint ("GET /api/v1/clusters"), tool, job or export name
+        ("subject", pa.string()),  # who: the user (ID token) or the token's subject / client
+        ("groups_json", pa.string()),  # the groups the grants saw (JSON list)
+        ("client_address", pa.string()),
+        ("user_agent", pa.string()),
+        ("clusters_json", pa.string()),  # clusters touched (JSON list)
+        ("params_json", pa.string()),  # parameters, secrets removed (JSON object)
+        ("outcome", pa.string()),  # ok / unauthenticated / forbidden / not_found / rate_limited / invalid / error
+        ("status", pa.int32()),  # HTTP status where there is one
+        ("duration_ms", pa.float64()),
+        ("detail", pa.string()),
+        ("schema_version", pa.int32()),
     ]
 )
 
@@ -238,7 +321,9 @@ TABLES: tuple[str, ...] = tuple(SCHEMAS)
 # Written by schema version 1 only; read by the migration and removed by retention.
 LEGACY_TABLES: tuple[str, ...] = (BROKER_SNAPSHOTS, TOPIC_SNAPSHOTS, ZK_SNAPSHOTS, FLEET_ALERTS)
 # Append-only day tables of version 2, compacted in the background.
-DAY_TABLES: tuple[str, ...] = (CLUSTER_SNAPSHOTS, CHANGES, INCIDENTS)
+DAY_TABLES: tuple[str, ...] = (CLUSTER_SNAPSHOTS, CHANGES, INCIDENTS, POLICY_STATUS)
+# Day tables with a writer and retention of their own (the fleet's retention_days and the poller leave them alone).
+OWN_RETENTION_TABLES: tuple[str, ...] = (AUDIT,)
 # The current state of each cluster (one file per cluster per kind), with the v1 snapshot columns.
 STATE_TABLES: dict[str, str] = {
     "clusters": CLUSTER_SNAPSHOTS,
@@ -250,6 +335,7 @@ STATE_TABLES: dict[str, str] = {
     **GROUP_STATE_TABLES,
     "inventory": INVENTORY_STATE,
     "inventory_runs": INVENTORY_RUNS,
+    "policy_results": POLICY_RESULTS,
 }
 # The kinds a daily checkpoint holds (the base `fleet_state_at` replays the change log onto).
 CHECKPOINT_KINDS: tuple[str, ...] = ("clusters", "brokers", "topics", "zk_nodes")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from backend.store import readers
+from backend.store import config_state, group_state, inventory_state, readers, state
 from backend.store.lake import Lake
 from backend.store.model import MISSING_BROKER_ERROR, BrokerSnapshot, ClusterSnapshot, TopicSnapshot
 
@@ -101,3 +101,40 @@ def snapshots_from_state(fleet: readers.FleetState) -> dict[str, ClusterSnapshot
 def load_previous_state(lake: Lake | str) -> dict[str, ClusterSnapshot]:
     """Return per cluster the newest snapshot with data from the lake (checks' previous state)."""
     return snapshots_from_state(readers.latest_fleet_state(lake, with_data=True))
+
+
+def current_snapshots(lake: Lake | str, clusters: list[str] | None = None) -> dict[str, ClusterSnapshot]:
+    """Every cluster's newest status with its last known state, configs, groups and client inventory attached (what
+    a policy reads); a cluster whose newest poll had no data keeps that status (its data is the last known)."""
+    lk = lake if isinstance(lake, Lake) else Lake(lake)
+    out = snapshots_from_state(readers.latest_fleet_state(lk, with_data=True))
+    if clusters is not None:
+        out = {name: s for name, s in out.items() if name in set(clusters)}
+    manifest = state.read_manifest(lk)
+    if not manifest or not out:
+        return out
+    names = sorted(out)
+    entries = manifest.get("clusters", {})
+
+    def has(kind: str) -> bool:
+        return any(entries.get(n, {}).get(kind) for n in names)
+
+    if has("config_runs"):
+        configs = config_state.snapshots_from_tables(state.read_clusters_state(lk, "configs", names),
+                                                     state.read_clusters_state(lk, "config_runs", names))
+        for name, config in configs.items():
+            if name in out:
+                out[name].configs = config
+    if has("group_runs"):
+        groups = group_state.snapshots_from_tables(*(state.read_clusters_state(lk, kind, names) for kind in (
+            "groups", "group_members", "group_offsets", "group_runs")))
+        for name, read in groups.items():
+            if name in out:
+                out[name].groups = read
+    if has("inventory_runs"):
+        inventory = inventory_state.snapshots_from_tables(state.read_clusters_state(lk, "inventory", names),
+                                                          state.read_clusters_state(lk, "inventory_runs", names))
+        for name, found in inventory.items():
+            if name in out:
+                out[name].inventory = found
+    return out

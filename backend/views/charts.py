@@ -19,7 +19,8 @@ __all__ = [
     "SEVERITY_COLORS", "TEMPLATE", "agreement_heatmap", "alerts_over_time_chart", "categorical_distribution",
     "client_versions_chart",
     "default_share_chart", "drift_heatmap", "esc", "numeric_distribution", "register_template", "upgrade_timeline_chart",
-    "version_matrix_chart", "group_lag_window_chart", "groups_by_status_chart",
+    "version_matrix_chart", "group_lag_window_chart", "groups_by_status_chart", "STANDARDS_COLORS",
+    "standards_matrix_chart", "standards_trend_chart",
 ]
 
 
@@ -257,4 +258,43 @@ def groups_by_status_chart(df: pd.DataFrame, *, title: str = "Consumer groups by
                             marker_color=colors.get(str(row["status"])))
                      for _, row in df.iterrows()])
     fig.update_layout(title=title, template=TEMPLATE, barmode="stack", yaxis_title="groups")
+    return fig
+
+
+STANDARDS_COLORS = {"violation": "#c62828", "unknown": "#9e9e9e", "upcoming": "#ef8f00", "waived": "#8e24aa",
+                    "pass": "#43a047", "": "#ffffff"}
+_STANDARDS_CODES = {"": 0, "pass": 1, "waived": 2, "upcoming": 3, "unknown": 4, "violation": 5}
+
+
+def standards_matrix_chart(df: pd.DataFrame, *, title: str = "Policies by cluster") -> go.Figure:
+    """Policy x cluster grid (index: policy id, columns: clusters, cells: status; '' = does not apply)."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no policy results")
+    codes = df.map(lambda s: _STANDARDS_CODES.get(str(s), 0))
+    n = len(_STANDARDS_CODES) - 1
+    scale: list[list[object]] = []
+    for status, code in sorted(_STANDARDS_CODES.items(), key=lambda kv: kv[1]):
+        scale += [[max((code - 0.5) / n, 0.0), STANDARDS_COLORS[status]], [min((code + 0.5) / n, 1.0),
+                                                                             STANDARDS_COLORS[status]]]
+    text = df.map(lambda s: esc(s or "does not apply"))
+    fig = go.Figure(go.Heatmap(z=codes.to_numpy(), x=_escaped(df.columns), y=_escaped(df.index), zmin=0, zmax=n,
+                               colorscale=scale, showscale=False,
+                               text=text.to_numpy(), hovertemplate="%{y} on %{x}: %{text}<extra></extra>",
+                               xgap=2, ygap=2))
+    fig.update_layout(title=title, template=TEMPLATE, height=max(300, 28 * len(df) + 120),
+                      yaxis={"autorange": "reversed"})
+    return fig
+
+
+def standards_trend_chart(df: pd.DataFrame, *, title: str = "Policies passing over 30 days") -> go.Figure:
+    """% passing per day (day, name, percent_passing): one line per name (the fleet, clusters or policies)."""
+    register_template()
+    if df.empty:
+        return _empty(title, "no history yet: the poller records the policies' status every day")
+    fig = go.Figure([go.Scatter(x=part["day"], y=part["percent_passing"], mode="lines+markers", name=esc(name),
+                                hovertemplate="%{x|%Y-%m-%d}: %{y:.1f}% passing<extra>" + esc(name) + "</extra>")
+                     for name, part in df.groupby("name", sort=True)])
+    fig.update_layout(title=title, template=TEMPLATE, yaxis={"title": "% passing", "range": [0, 105]},
+                      height=360)
     return fig

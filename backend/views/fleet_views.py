@@ -138,6 +138,20 @@ def age_text(polled_at: pd.Timestamp | datetime | None, now: datetime) -> str:
     return f"{int(seconds)} s"
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as people say it: '6 s', '2 min', '1 min 30 s', '1 h 30 min', '3 d' (at most two units)."""
+    left = max(0, round(float(seconds)))
+    units = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+    for i, (unit, size) in enumerate(units):
+        if left >= size or size == 1:
+            whole, rest = divmod(left, size)
+            text = f"{whole} {unit}"
+            if i + 1 < len(units) and rest // units[i + 1][1]:
+                text += f" {rest // units[i + 1][1]} {units[i + 1][0]}"
+            return text
+    return "0 s"
+
+
 def controller_text(controller_id: float | int | None) -> str:
     """Controller broker id as text, or '—' when unknown."""
     return "—" if controller_id is None or pd.isna(controller_id) else str(int(controller_id))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,12 +20,13 @@ import pandas as pd
 
 from backend.views import fleet_views
 
-STATUS_RANK = {"stalled": 0, "stopped": 1, "empty_with_lag": 2, "lagging": 3, "unknown": 4, "ok": 5}
-PROBLEMS = ("stalled", "stopped", "empty_with_lag", "lagging")
+STATUS_RANK = {"offset_ahead": 0, "stalled": 1, "stopped": 2, "empty_with_lag": 3, "lagging": 4, "unknown": 5, "ok": 6}
+PROBLEMS = ("offset_ahead", "stalled", "stopped", "empty_with_lag", "lagging")
+MISSING = "-"  # what kafka-consumer-groups.sh prints where there is no value
 DISPLAY_CHARS = 120
 TYPES = ("classic", "consumer", "share", "streams", "unknown")
 LIST_COLUMNS = ["cluster", "group", "status", "type", "state", "protocol", "members", "topics", "partitions", "lag",
-                "status_since", "error", "key"]
+                "uncommitted", "status_since", "error", "key"]
 
 
 def group_key(cluster: str, group: str) -> str:
@@ -38,8 +40,14 @@ def display(text: object, limit: int = DISPLAY_CHARS) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A column of a stored frame, or nulls when an older lake has none."""
+    return frame[name] if name in frame else pd.Series([None] * len(frame), index=frame.index, dtype=object)
+
+
 def worst_first(groups: pd.DataFrame) -> pd.DataFrame:
-    """Groups ordered by status (stalled, stopped, empty with lag, lagging, unknown, ok), then the largest lag."""
+    """Groups ordered by status (offset ahead, stalled, stopped, empty with lag, lagging, unknown, ok), then the
+    largest lag."""
     if groups.empty:
         return groups
     rank = groups["status"].map(STATUS_RANK).fillna(len(STATUS_RANK))
@@ -74,7 +82,9 @@ def filter_groups(groups: pd.DataFrame, *, clusters: list[str] | None = None, st
         frame = frame[frame["status"].isin(statuses)]
     if topic.strip():
         needle = topic.strip()
-        frame = frame[[needle in list(names) if names is not None else False for names in frame["topic_names"]]]
+        # A boolean Series (a plain list of no rows would select no columns instead of no rows).
+        frame = frame[pd.Series([needle in list(names) if names is not None else False for names in frame["topic_names"]],
+                                index=frame.index, dtype=bool)]
     if query.strip():
         needle = query.strip().lower()
         frame = frame[frame["group_id"].str.lower().str.contains(needle, regex=False)]
@@ -109,6 +119,7 @@ def list_rows(groups: pd.DataFrame) -> pd.DataFrame:
         "topics": groups["topics"].to_numpy(),
         "partitions": groups["partitions"].to_numpy(),
         "lag": groups["lag"].astype("Int64").to_numpy(),
+        "uncommitted": _column(groups, "uncommitted_records").astype("Int64").to_numpy(),
         "status_since": groups["status_since"].to_numpy(),
         "error": [display(e, 80) for e in groups["error"]],
         "key": [group_key(c, g) for c, g in zip(groups["cluster_name"], groups["group_id"], strict=True)],
@@ -179,13 +190,15 @@ def compare_statuses(groups: pd.DataFrame, clusters: list[str]) -> pd.DataFrame:
 def migration_table(groups: pd.DataFrame, brokers: pd.DataFrame, clusters: list[str]) -> pd.DataFrame:
     """KIP-848 at a glance: per cluster, consumer groups on the classic protocol against the consumer protocol,
     with the brokers' versions (the consumer protocol is generally available from Kafka 4.0)."""
-    columns = ["cluster", "broker versions", "classic", "consumer", "share", "streams", "on consumer protocol",
-               "to migrate"]
+    columns = ["cluster", "broker versions", "classic", "consumer", "share", "streams", "assign-only",
+               "on consumer protocol", "to migrate"]
     rows = []
     for cluster in clusters:
         mine = groups[groups["cluster_name"] == cluster]
-        consumerish = mine[mine["protocol_type"].isin(["consumer", ""]) | (mine["group_type"] == "consumer")]
-        classic = int((consumerish["group_type"] == "classic").sum())
+        # assign-only groups (protocol type "": consumers that assign() partitions and only commit offsets) use no
+        # rebalance protocol, so there is nothing to migrate
+        classic = int(((mine["group_type"] == "classic") & (mine["protocol_type"] == "consumer")).sum())
+        assign_only = int(((mine["group_type"] == "classic") & (mine["protocol_type"].fillna("") == "")).sum())
         consumer = int((mine["group_type"] == "consumer").sum())
         share = int((mine["group_type"] == "share").sum())
         streams = int((mine["group_type"] == "streams").sum())
@@ -193,31 +206,41 @@ def migration_table(groups: pd.DataFrame, brokers: pd.DataFrame, clusters: list[
         versions = fleet_views.summarize_versions(b) if not b.empty else "unknown"
         on_new = f"{consumer / (classic + consumer):.0%}" if classic + consumer else "—"
         rows.append({"cluster": cluster, "broker versions": versions, "classic": classic, "consumer": consumer,
-                     "share": share, "streams": streams, "on consumer protocol": on_new, "to migrate": classic})
+                     "share": share, "streams": streams, "assign-only": assign_only, "on consumer protocol": on_new,
+                     "to migrate": classic})
     return pd.DataFrame(rows, columns=columns)
 
 
 def members_table(members: pd.DataFrame, cluster: str, group: str) -> pd.DataFrame:
-    """One group's members: client id, host, member id, instance id, protocol, assigned partitions."""
+    """One group's members: client id, host, member id, instance id, protocol, assigned partitions, subscription."""
     mine = members[(members["cluster_name"] == cluster) & (members["group_id"] == group)]
-    columns = ["client_id", "host", "member_id", "instance_id", "member_type", "partitions", "assignment"]
+    columns = ["client_id", "host", "member_id", "instance_id", "member_type", "partitions", "assignment", "subscribed"]
     if mine.empty:
         return pd.DataFrame(columns=columns)
     assignment = []
     for text in mine["assignment_json"]:
         parsed = json.loads(text) if isinstance(text, str) and text else {}
         assignment.append("; ".join(f"{t}: {','.join(map(str, ps))}" for t, ps in sorted(parsed.items())))
+    subscribed = []
+    for text, regex in zip(mine["subscribed_json"], _column(mine, "subscribed_regex"), strict=True):
+        topics = json.loads(text) if isinstance(text, str) and text else []
+        parts = [", ".join(map(str, topics))] if topics else []
+        parts += [f"regex {regex}"] if isinstance(regex, str) and regex else []
+        subscribed.append("; ".join(parts))
     return pd.DataFrame({
         "client_id": mine["client_id"].to_numpy(), "host": mine["client_host"].to_numpy(),
         "member_id": mine["member_id"].to_numpy(), "instance_id": mine["instance_id"].to_numpy(),
         "member_type": mine["member_type"].to_numpy(), "partitions": mine["assigned_partitions"].to_numpy(),
-        "assignment": assignment}, columns=columns).sort_values(["client_id", "member_id"]).reset_index(drop=True)
+        "assignment": assignment, "subscribed": subscribed},
+        columns=columns).sort_values(["client_id", "member_id"]).reset_index(drop=True)
 
 
 def partitions_table(offsets: pd.DataFrame, members: pd.DataFrame, cluster: str, group: str) -> pd.DataFrame:
-    """One group's partitions as kafka-consumer-groups.sh --describe lists them, largest lag first."""
-    columns = ["topic", "partition", "committed_offset", "end_offset", "lag", "client_id", "host", "member_id",
-               "last_moved_at"]
+    """One group's partitions as kafka-consumer-groups.sh --describe lists them, largest lag first (a share group's
+    committed_offset is its start offset, as kafka-share-groups.sh shows it); `uncommitted_records`: the records on a
+    partition assigned without a commit."""
+    columns = ["topic", "partition", "committed_offset", "end_offset", "lag", "uncommitted_records", "client_id",
+               "host", "member_id", "last_moved_at"]
     mine = offsets[(offsets["cluster_name"] == cluster) & (offsets["group_id"] == group)]
     if mine.empty:
         return pd.DataFrame(columns=columns)
@@ -227,6 +250,10 @@ def partitions_table(offsets: pd.DataFrame, members: pd.DataFrame, cluster: str,
         "topic": mine["topic"].to_numpy(), "partition": mine["partition"].to_numpy(),
         "committed_offset": mine["committed_offset"].astype("Int64").to_numpy(),
         "end_offset": mine["end_offset"].astype("Int64").to_numpy(), "lag": mine["lag"].astype("Int64").to_numpy(),
+        "uncommitted_records": pd.array([max(0, int(e) - int(s)) if pd.isna(c) and pd.notna(e) and pd.notna(s)
+                                         else None for c, e, s in zip(mine["committed_offset"], mine["end_offset"],
+                                                                      _column(mine, "log_start_offset"), strict=True)],
+                                        dtype="Int64"),
         "client_id": [by_member.get(m, ("", ""))[0] if m else "" for m in mine["member_id"]],
         "host": [by_member.get(m, ("", ""))[1] if m else "" for m in mine["member_id"]],
         "member_id": mine["member_id"].fillna("").to_numpy(), "last_moved_at": mine["last_moved_at"].to_numpy()},
@@ -236,12 +263,33 @@ def partitions_table(offsets: pd.DataFrame, members: pd.DataFrame, cluster: str,
 
 
 def topic_lag(partitions: pd.DataFrame) -> pd.DataFrame:
-    """A group's lag per topic."""
+    """A group's lag per topic (partitions whose lag is known and not negative; <NA> where none is), with the records
+    on its uncommitted partitions beside it."""
     if partitions.empty:
-        return pd.DataFrame(columns=["topic", "partitions", "lag"])
-    lag = partitions["lag"].fillna(0).clip(lower=0)
-    return (partitions.assign(lag=lag).groupby("topic").agg(partitions=("partition", "size"), lag=("lag", "sum"))
-            .reset_index().sort_values("lag", ascending=False).reset_index(drop=True))
+        return pd.DataFrame(columns=["topic", "partitions", "lag", "uncommitted_records"])
+    known = partitions["lag"].where(partitions["lag"].fillna(-1) >= 0)
+    uncommitted = partitions["uncommitted_records"] if "uncommitted_records" in partitions else known * 0
+    out = (partitions.assign(lag=known, uncommitted_records=uncommitted).groupby("topic")
+           .agg(partitions=("partition", "size"), lag=("lag", lambda s: s.sum(min_count=1)),
+                uncommitted_records=("uncommitted_records", lambda s: s.sum(min_count=1))).reset_index())
+    out["lag"] = out["lag"].astype("Int64")
+    out["uncommitted_records"] = out["uncommitted_records"].astype("Int64")
+    return out.sort_values("lag", ascending=False, na_position="last").reset_index(drop=True)
+
+
+def as_the_tool_shows(frame: pd.DataFrame, *, share: bool = False) -> pd.DataFrame:
+    """A detail table for the page: every missing value as "-" (as kafka-consumer-groups.sh prints it, never "None"),
+    numbers as text; a share group's committed offset named start_offset (kafka-share-groups.sh's START-OFFSET)."""
+    def cell(value: object) -> object:
+        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) or value == "":
+            return MISSING
+        if isinstance(value, bool | pd.Timestamp | datetime):
+            return value
+        if isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer()):
+            return str(int(value))
+        return str(value) if isinstance(value, numbers.Number) else value
+    out = frame.astype(object).map(cell) if not frame.empty else frame.copy()
+    return out.rename(columns={"committed_offset": "start_offset"}) if share else out
 
 
 def window_frame(group: pd.Series) -> pd.DataFrame:
@@ -307,20 +355,25 @@ def member_configs(group_configs: pd.DataFrame, group_drift: pd.DataFrame, group
 
 def export_frame(groups: pd.DataFrame, offsets: pd.DataFrame, members: pd.DataFrame) -> pd.DataFrame:
     """Groups and their lag for CSV: one row per group and partition (a group without partitions: one row)."""
-    columns = ["cluster", "group_id", "group_type", "state", "status", "protocol", "members", "group_lag", "topic",
-               "partition", "committed_offset", "end_offset", "lag", "client_id", "host", "collected_at"]
+    columns = ["cluster", "group_id", "group_type", "state", "status", "protocol", "members", "group_lag",
+               "uncommitted_records", "topic", "partition", "offset_kind", "committed_offset", "end_offset", "lag",
+               "member_id", "group_instance_id", "client_id", "host", "collected_at"]
     if groups.empty:
         return pd.DataFrame(columns=columns)
     key = ["cluster_name", "group_id"]
-    parts = offsets[[*key, "topic", "partition", "committed_offset", "end_offset", "lag", "member_id"]] \
-        if not offsets.empty else pd.DataFrame(columns=[*key, "topic", "partition", "committed_offset", "end_offset",
-                                                        "lag", "member_id"])
-    who = members[[*key, "member_id", "client_id", "client_host"]] if not members.empty else \
-        pd.DataFrame(columns=[*key, "member_id", "client_id", "client_host"])
-    merged = groups[[*key, "group_type", "state", "status", "protocol", "members", "lag", "collected_at"]].rename(
-        columns={"lag": "group_lag"}).merge(parts, on=key, how="left").merge(who, on=[*key, "member_id"], how="left")
-    merged = merged.rename(columns={"cluster_name": "cluster", "client_host": "host"})
-    for col in ("group_lag", "partition", "committed_offset", "end_offset", "lag"):
+    part_cols = [*key, "topic", "partition", "offset_kind", "committed_offset", "end_offset", "lag", "member_id"]
+    parts = offsets.assign(offset_kind=_column(offsets, "offset_kind"))[part_cols] if not offsets.empty \
+        else pd.DataFrame(columns=part_cols)
+    who = members[[*key, "member_id", "instance_id", "client_id", "client_host"]] if not members.empty else \
+        pd.DataFrame(columns=[*key, "member_id", "instance_id", "client_id", "client_host"])
+    head = groups.assign(uncommitted_records=_column(groups, "uncommitted_records"))
+    merged = head[[*key, "group_type", "state", "status", "protocol", "members", "lag", "uncommitted_records",
+                   "collected_at"]].rename(columns={"lag": "group_lag"}).merge(parts, on=key, how="left").merge(
+        who, on=[*key, "member_id"], how="left")
+    merged = merged.rename(columns={"cluster_name": "cluster", "client_host": "host",
+                                    "instance_id": "group_instance_id"})
+    merged["offset_kind"] = merged["offset_kind"].where(merged["topic"].isna(), merged["offset_kind"].fillna("committed"))
+    for col in ("group_lag", "uncommitted_records", "partition", "committed_offset", "end_offset", "lag"):
         merged[col] = merged[col].astype("Int64")
     return merged[columns].sort_values(["cluster", "group_id", "topic", "partition"]).reset_index(drop=True)
 
@@ -335,7 +388,7 @@ def report_summary(groups: pd.DataFrame, clusters: list[str]) -> pd.DataFrame:
             "cluster": cluster, "groups": len(mine),
             **{t: int((mine["group_type"] == t).sum()) for t in ("classic", "consumer", "share", "streams")},
             **{s: int((mine["status"] == s).sum()) for s in PROBLEMS},
-            "total_lag": int(mine["lag"].fillna(0).sum()),
+            "total_lag": int(mine["lag"].fillna(0).sum()),  # groups whose lag is known
             "worst_group": display(worst["group_id"].iloc[0], 60) if not worst.empty else "",
         })
     return pd.DataFrame(rows)

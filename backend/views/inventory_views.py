@@ -8,14 +8,16 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 
 from backend.kafka import client_floors
+from backend.views.fleet_views import duration_text
 
 OWN_SOFTWARE = frozenset({"fleetview-probe"})  # this product's own connections (backend/kafka/probe.py)
+UNNAMED = "no name sent (a client before 2.4, or one that does not send ApiVersions v3)"
 
 
 def _floor(name: object, version: object) -> str:
     check = client_floors.check(str(name), str(version))
     if check.family == "unnamed":
-        return "no name sent (older than 2.4)"
+        return UNNAMED
     if check.below:
         return f"below the Kafka 4.x floor ({check.family} {check.floor_text})"
     if check.below is False:
@@ -23,11 +25,19 @@ def _floor(name: object, version: object) -> str:
     return "no known floor"
 
 
-def software_by_cluster(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (cluster, software, version): connections, brokers and listeners; present connections only."""
+def software_by_cluster(rows: pd.DataFrame, *, role: str = "client") -> pd.DataFrame:
+    """One row per (cluster, software, version): connections, brokers and listeners; present connections only.
+
+    `role`: "client" (the default) for the clients' connections (with the unnamed ones on an inter-broker listener
+    clients share, which may be the brokers' replica fetchers: role "either"), "broker" for the brokers' own
+    (controller and inter-broker listeners), "" for all.
+    """
     columns = ["cluster_name", "software_name", "software_version", "connections", "brokers", "listeners", "floor",
                "this_product"]
     conn = rows[(rows["kind"] == "connections") & (rows["connections"].fillna(0) > 0)] if not rows.empty else rows
+    if role and not conn.empty:
+        roles = conn["role"].fillna("client") if "role" in conn else pd.Series("client", index=conn.index)
+        conn = conn[roles.isin([role, "either"] if role == "client" else [role])]
     if conn.empty:
         return pd.DataFrame(columns=columns)
     out = conn.groupby(["cluster_name", "software_name", "software_version"], dropna=False).agg(
@@ -52,18 +62,30 @@ def fleet_software(by_cluster: pd.DataFrame) -> pd.DataFrame:
 
 
 def deprecated_requests(rows: pd.DataFrame, runs: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
-    """Deprecated requests (KIP-896) per cluster, broker, request, version and software, with `in_use` at `now`."""
+    """Deprecated requests (KIP-896) per cluster, broker, request, version and software, with `in_use` at `now`, when
+    each was last counted and how long it stays a blocker (the cluster's window), in words."""
     columns = ["cluster_name", "broker_id", "request", "version", "software_name", "software_version", "count",
-               "rate_per_s", "first_seen_at", "last_increase_at", "in_use"]
+               "rate_per_s", "first_seen_at", "last_increase_at", "in_use", "last_counted", "blocks_for", "series"]
     dep = rows[rows["kind"] == "deprecated"] if not rows.empty else rows
     if dep.empty:
         return pd.DataFrame(columns=columns)
     now = now or datetime.now(UTC)
     windows = dict(zip(runs["cluster_name"], runs["window_s"], strict=True)) if not runs.empty else {}
+    read_at = dict(zip(runs["cluster_name"], runs["collected_at"], strict=True)) if not runs.empty else {}
     out = dep.copy()
-    since = [pd.Timestamp(now - timedelta(seconds=float(windows.get(c) or 3600.0))) for c in out["cluster_name"]]
+    window = [float(windows.get(c) or 3600.0) for c in out["cluster_name"]]
+    since = [pd.Timestamp(now - timedelta(seconds=w)) for w in window]
     last = pd.to_datetime(out["last_increase_at"], utc=True)
     out["in_use"] = [bool(pd.notna(t) and t >= s) for t, s in zip(last, since, strict=True)]
+    out["last_counted"] = ["not seen growing" if pd.isna(t) else f"{duration_text((now - t.to_pydatetime()).total_seconds())} ago"
+                           for t in last]
+    out["blocks_for"] = [
+        (f"{duration_text(max(0.0, w - (now - t.to_pydatetime()).total_seconds()))} more (window {duration_text(w)})"
+         if use else f"no (window {duration_text(w)})") for t, use, w in zip(last, out["in_use"], window, strict=True)]
+    seen = out["last_seen_at"] if "last_seen_at" in out else pd.Series([None] * len(out), index=out.index)
+    out["series"] = ["on the page" if pd.isna(s) or (c in read_at and pd.Timestamp(s) >= pd.Timestamp(read_at[c]))
+                     else "gone from the page (kept as evidence until the window ends)"
+                     for s, c in zip(seen, out["cluster_name"], strict=True)]
     return out[columns].sort_values(["cluster_name", "in_use", "request"], ascending=[True, False, True]).reset_index(
         drop=True)
 

@@ -21,6 +21,7 @@ from backend.configs import known_keys
 from backend.kafka import client_floors
 from backend.kafka.versions import detect_family, family_rows, release_key, release_rows
 from backend.pipeline.rules import JMX_REPORTERS_RULE, REMOVED_KEY_RULES
+from backend.views import fleet_views
 
 PASS, FAIL, WARN, UNKNOWN = "pass", "fail", "warn", "unknown"
 READY, BLOCKED, UNVERIFIED = "ready", "blocked", "unverified"
@@ -115,7 +116,20 @@ def _broker_items(cluster: pd.Series, brokers: pd.DataFrame, target: tuple[int, 
         versions = (UNKNOWN, _joined(unknowns))
     else:
         versions = (PASS, _joined(fine))
-    zk = bool(cluster.get("zk_cluster_id")) if isinstance(cluster.get("zk_cluster_id"), str) else False
+    found = cluster_mode(cluster.get("zk_cluster_id"), brokers)
+    if found == "zookeeper":
+        mode = (FAIL, "the cluster runs in ZooKeeper mode: migrate it to KRaft first (ZooKeeper mode is gone in 4.0; "
+                      "migrate on a 3.x bridge release, then upgrade)")
+    elif found == "kraft":
+        mode = (PASS, "KRaft mode")
+    else:
+        mode = (UNKNOWN, "the brokers' mode could not be told from their ApiVersions")
+    return [("broker versions", *versions), ("ZooKeeper mode", *mode)]
+
+
+def cluster_mode(zk_cluster_id: object, brokers: pd.DataFrame) -> str:
+    """"zookeeper" (an id in ZooKeeper, or a broker advertising ZooKeeper-only APIs), "kraft" (every broker's
+    ApiVersions says KRaft) or "unknown": the one reading of a cluster's mode (readiness, the API)."""
     families = set()
     for text in brokers.get("api_versions_json", pd.Series(dtype=object)).dropna():
         try:
@@ -123,14 +137,9 @@ def _broker_items(cluster: pd.Series, brokers: pd.DataFrame, target: tuple[int, 
         except (ValueError, TypeError, AttributeError, IndexError):
             continue
         families.add(detect_family(table))
-    if zk or "zk" in families:
-        mode = (FAIL, "the cluster runs in ZooKeeper mode: migrate it to KRaft first (ZooKeeper mode is gone in 4.0; "
-                      "migrate on a 3.x bridge release, then upgrade)")
-    elif families == {"kraft"}:
-        mode = (PASS, "KRaft mode")
-    else:
-        mode = (UNKNOWN, "the brokers' mode could not be told from their ApiVersions")
-    return [("broker versions", *versions), ("ZooKeeper mode", *mode)]
+    if (isinstance(zk_cluster_id, str) and zk_cluster_id) or "zk" in families:
+        return "zookeeper"
+    return "kraft" if families == {"kraft"} else "unknown"
 
 
 def _newest(broker: object) -> tuple[int, ...] | None:
@@ -138,6 +147,13 @@ def _newest(broker: object) -> tuple[int, ...] | None:
     if getattr(broker, "version_provenance", None) in ("reported", "zookeeper"):
         return _version(getattr(broker, "software_version", None))
     return _version(getattr(broker, "version_max", None))
+
+
+def _oldest(broker: object) -> tuple[int, ...] | None:
+    """The oldest version a broker row may run (its reported version, or the bottom of its guessed range)."""
+    if getattr(broker, "version_provenance", None) in ("reported", "zookeeper"):
+        return _version(getattr(broker, "software_version", None))
+    return _version(getattr(broker, "version_min", None))
 
 
 def _target_min_versions(target: str) -> dict[str, int]:
@@ -150,72 +166,165 @@ def _target_min_versions(target: str) -> dict[str, int]:
     return {api_name(k): lo for k, (lo, _hi) in rows[0].apis.items() if api_name(k)}
 
 
+UNNAMED_WHY = "a client before 2.4, or one that does not send ApiVersions v3"
+UNNAMED = f"no name sent ({UNNAMED_WHY})"
+KIP896_REMOVED_IN = (4, 0)  # the release that removed the versions KIP-896 lists
+
+
+def _time(value: object, default: datetime | None = None) -> datetime | None:
+    if value is None or (not isinstance(value, datetime) and pd.isna(value)):  # type: ignore[call-overload]
+        return default
+    return pd.Timestamp(value).to_pydatetime()
+
+
+def _where(row: object) -> str:
+    broker = getattr(row, "broker_id", None)
+    return str(int(broker)) if broker is not None and not pd.isna(broker) else str(getattr(row, "endpoint", ""))
+
+
 def _client_items(name: str, run: pd.Series | None, rows: pd.DataFrame, brokers: pd.DataFrame, target: str,
                   now: datetime) -> list[tuple[str, str, str]]:
+    """The two client items, from the stored inventory (docs/client-inventory.md, "How absence is judged").
+
+    Evidence seen within the window (a count that grew between two reads of the same broker process, a client seen
+    connected) holds until the window ends, even when its series went away; absence is proven only by a whole read
+    whose rules are known to export the KIP-896 meter. Anything less is `unknown`, with what to do about it.
+    """
     if run is None:
         why = "no broker metrics source for this cluster ([clusters.broker_metrics] in the fleet file)"
         return [("removed protocol versions", UNKNOWN, why), ("client software floor", UNKNOWN, why)]
-    if run["status"] == "error":
-        why = f"the brokers' metrics could not be read: {run['message']}"
-        return [("removed protocol versions", UNKNOWN, why), ("client software floor", UNKNOWN, why)]
     window = float(run.get("window_s") or 3600.0)
+    window_text = fleet_views.duration_text(window)
     since = now - timedelta(seconds=window)
+    read_at = _time(run.get("collected_at"), now) or now
     deprecated = rows[rows["kind"] == "deprecated"]
     mins = _target_min_versions(target)
     in_use: dict[str, set[str]] = {}
+    last_used: dict[str, datetime] = {}
+    gone: set[str] = set()
+    undetermined: list[str] = []
     table_lists = set()
     for d in deprecated.itertuples(index=False):
-        last = d.last_increase_at
-        if last is None or pd.isna(last) or pd.Timestamp(last).to_pydatetime() < since:
-            continue
         subject = f"{d.request} v{int(d.version)} by {d.software_name} {d.software_version}"
-        served_from = mins.get(str(d.request))
-        if served_from is not None and d.version >= served_from:
-            # The broker's own count is the authority (KIP-896 lists what 4.0 refuses); the message definitions
-            # the versions table is built from keep some removed versions (e.g. Produce v0-v2) in their range.
-            table_lists.add(f"{d.request} v{int(d.version)}")
-        where = str(int(d.broker_id)) if d.broker_id is not None and not pd.isna(d.broker_id) else str(d.endpoint)
-        in_use.setdefault(subject, set()).add(where)
-    kip896_ok = True
-    if in_use:
-        note = (f" (the versions table still lists {', '.join(sorted(table_lists))} in {target}'s range: the message "
-                "definitions keep them, the broker refuses them)") if table_lists else ""
-        protocol = (FAIL, _joined([f"{s} (brokers {', '.join(sorted(b))})" for s, b in sorted(in_use.items())])
-                    + f": {target} no longer serves these versions (KIP-896){note}")
-    elif run["kip896"] == "not_exported":
-        protocol, kip896_ok = (UNKNOWN, str(run["message"] or "no KIP-896 series")), False
-    elif run["kip896"] == "unavailable" or run["status"] == "no_kip511":
-        protocol, kip896_ok = (UNKNOWN, str(run["message"] or "the KIP-896 series could not be read")), False
-    elif not brokers.empty and all(v is not None and v < KIP896_SINCE for v in map(_newest, brokers.itertuples())):
-        protocol, kip896_ok = (UNKNOWN, "brokers before 3.7 do not count requests on removed versions (KIP-896)"), False
-    else:
-        protocol = (PASS, f"no client used a removed protocol version in the last {window / 3600:g} h")
-    connections = rows[(rows["kind"] == "connections") & (rows["connections"].fillna(0) > 0)]
+        last = _time(d.last_increase_at)
+        first = _time(d.first_seen_at, read_at) or read_at
+        seen_last = _time(getattr(d, "last_seen_at", None), read_at) or read_at
+        if last is not None and last >= since:
+            served_from = mins.get(str(d.request))
+            if served_from is not None and d.version >= served_from:
+                # The broker's own count is the authority (KIP-896 lists what 4.0 refuses); the message definitions
+                # the versions table is built from keep some removed versions (e.g. Produce v0-v2) in their range.
+                table_lists.add(f"{d.request} v{int(d.version)}")
+            in_use.setdefault(subject, set()).add(_where(d))
+            last_used[subject] = max(last, last_used.get(subject, last))
+            if seen_last < read_at:
+                gone.add(subject)
+        elif (d.count or 0) > 0 and (last is None or last < first) and first >= since:
+            undetermined.append(f"{subject} (broker {_where(d)}: {int(d.count)} counted before the product's first "
+                                f"read {fleet_views.duration_text((now - first).total_seconds())} ago)")
+    connections = rows[rows["kind"] == "connections"]
+    if "role" in connections:
+        connections = connections[connections["role"].fillna("client") != "broker"]
+    recent = []
+    either = 0  # unnamed connections on an inter-broker listener clients share (maybe the brokers' replica fetchers)
+    for c in connections.itertuples(index=False):
+        seen_when = _time(getattr(c, "last_seen_at", None))
+        if (c.connections or 0) > 0 or (seen_when is not None and seen_when >= since):
+            recent.append((str(c.software_name), str(c.software_version), int(c.connections or 0)))
+            if getattr(c, "role", None) == "either":
+                either += int(c.connections or 0)
     below, unnamed, named = [], 0, 0
-    for (sw, version), group in connections.groupby(["software_name", "software_version"], dropna=False):
-        check = client_floors.check(str(sw), str(version))
-        count = int(group["connections"].sum())
+    unnamed_seen = False
+    by_software: dict[tuple[str, str], int] = {}
+    for sw, version, count in recent:
+        by_software[(sw, version)] = by_software.get((sw, version), 0) + count
+    for (sw, version), count in sorted(by_software.items()):
+        check = client_floors.check(sw, version)
         if check.below:
             below.append(f"{sw} {version} ({count} connections; floor {check.family} {check.floor_text})")
         elif check.family == "unnamed":
             unnamed += count
+            unnamed_seen = True
         else:
             named += count
+    unnamed_text = (f"{unnamed} connections from clients that sent no name ({UNNAMED_WHY})" if unnamed else
+                    f"clients that sent no name ({UNNAMED_WHY}), connected within the last {window_text}")
+    newest = [_newest(b) for b in brokers.itertuples()] if not brokers.empty else []
+    if run["status"] == "error":  # nothing read now; what was seen within the window still holds
+        why = f"the brokers' metrics could not be read: {run['message']}"
+        if not in_use:
+            return [("removed protocol versions", UNKNOWN, why), ("client software floor", UNKNOWN, why)]
+    oldest = [_oldest(b) for b in brokers.itertuples()] if not brokers.empty else []
+    on_4x = bool(oldest) and all(v is not None and v >= KIP896_REMOVED_IN for v in oldest)
+    partial = run["status"] in ("partial", "error")
+    kip896_ok = False
+    if in_use:
+        note = (f" (the versions table still lists {', '.join(sorted(table_lists))} in {target}'s range: the message "
+                "definitions keep them, the broker refuses them)") if table_lists else ""
+        parts = []
+        for subject, where in sorted(in_use.items()):
+            ago = fleet_views.duration_text((now - last_used[subject]).total_seconds())
+            kept = "; its series went away since (a broker restart or other exporter rules), the use is kept" \
+                if subject in gone else ""
+            parts.append(f"{subject} (brokers {', '.join(sorted(where))}; last counted {ago} ago{kept})")
+        protocol = (FAIL, _joined(parts) + f": {target} no longer serves these versions (KIP-896){note}; a use "
+                    f"blocks until {window_text} (client_metrics_window_s) after it was last counted")
+    elif on_4x:
+        if run["status"] == "no_kip511":
+            protocol = (UNKNOWN, str(run["message"]))
+        elif unnamed_seen or below or partial:
+            reasons: list[str] = []
+            if unnamed_seen:
+                reasons.append(unnamed_text + (
+                    f" ({either} of them on an inter-broker listener that clients share: the brokers' own replica "
+                    "fetchers send no software name either (checked on 4.3.1), so they cannot be told apart there; "
+                    "a listener of the brokers' own would)" if either else ""))
+            if below:
+                reasons.append("named clients below the software floor are connected")
+            if partial:
+                reasons.append(f"not every broker's metrics were read ({run['message']})")
+            protocol = (UNKNOWN, "; ".join(reasons) + ": the brokers run Kafka 4.x, which refuse the removed versions and "
+                        "count no such request (DeprecatedRequestsPerSec stays empty; checked on 4.3.1, a refused "
+                        "request closes the connection and the broker logs UnsupportedVersionException), so only the "
+                        "brokers' logs can tell whether these clients fail")
+        else:
+            protocol = (PASS, f"the brokers run Kafka 4.x, which refuse the removed versions (and count no such "
+                              f"request); every client connection seen within {window_text} sent a software name, "
+                              "and named clients are judged by the software floor")
+            kip896_ok = True
+    elif undetermined:
+        protocol = (UNKNOWN, _joined(undetermined) + f": whether these uses fall within the window shows once the "
+                    f"product has watched them for {window_text} (client_metrics_window_s)")
+    elif partial:
+        protocol = (UNKNOWN, f"not every broker's metrics were read, so absence cannot be proven: {run['message']}")
+    elif run["kip896"] == "not_exported":
+        protocol = (UNKNOWN, str(run["message"] or "no KIP-896 series"))
+    elif run["kip896"] == "unavailable" or run["status"] == "no_kip511":
+        protocol = (UNKNOWN, str(run["message"] or "the KIP-896 series could not be read"))
+    elif newest and all(v is not None and v < KIP896_SINCE for v in newest):
+        protocol = (UNKNOWN, "brokers before 3.7 do not count requests on removed versions (KIP-896)")
+    else:
+        counted = deprecated[(deprecated["count"].fillna(0) > 0)] if not deprecated.empty else deprecated
+        earlier = (f"; {len(counted)} series counted earlier, none grown since" if len(counted) else "")
+        protocol = (PASS, f"no client used a removed protocol version in the last {window_text} (the window: a use "
+                          f"blocks until {window_text} after it was last counted){earlier}")
+        kip896_ok = True
     if run["status"] == "no_kip511":
         floor = (UNKNOWN, str(run["message"]))
     elif below:
         floor = (FAIL, _joined(below) + ": older than Kafka 4.x serves (KIP-896)")
-    elif unnamed and any(" by unknown " in subject for subject in in_use):
-        floor = (FAIL, f"{unnamed} connections from clients that send no software name (older than 2.4) use protocol "
-                       "versions Kafka 4.0 removed (see removed protocol versions)")
-    elif unnamed and not kip896_ok:
-        floor = (UNKNOWN, f"{unnamed} connections from clients that send no software name (older than 2.4): they may be "
-                          "2.1–2.3 (fine) or older, and the KIP-896 series that would tell are not available")
-    elif unnamed:
-        floor = (PASS, f"{named} named connections at or above the floor; {unnamed} unnamed (older than 2.4) use no "
-                       "removed protocol version")
+    elif unnamed_seen and any(" by unknown " in subject for subject in in_use):
+        floor = (FAIL, f"{unnamed_text}: they use protocol versions Kafka 4.0 removed (see removed protocol versions)")
+    elif partial:
+        floor = (UNKNOWN, f"not every broker's metrics were read, so their clients are not known: {run['message']}")
+    elif unnamed_seen and not kip896_ok:
+        floor = (UNKNOWN, f"{unnamed_text}: they may be 2.1-2.3 Java clients (fine) or older ones, and what would tell "
+                          "(removed protocol versions) is not known")
+    elif unnamed_seen:
+        floor = (PASS, f"{named} named connections at or above the floor; {unnamed_text}: they use no removed protocol "
+                       "version")
     else:
-        floor = (PASS, f"{named} connections, every software at or above the floor")
+        floor = (PASS, f"{named} client connections, every software at or above the floor")
     return [("removed protocol versions", *protocol), ("client software floor", *floor)]
 
 
@@ -228,7 +337,8 @@ def _group_item(name: str, groups: pd.DataFrame | None, groups_read: Collection[
         return item, UNKNOWN, "consumer groups not read yet (group_interval_s, or reading them failed)"
     mine = groups[groups["cluster_name"] == name]
     live = mine[~mine["state"].fillna("").str.lower().isin(["dead"])]
-    classic = live[(live["group_type"] == "classic") & (live["protocol_type"].fillna("consumer").isin(["consumer", ""]))]
+    # classic groups of subscribing consumers; assign-only groups (protocol type "") use no rebalance protocol at all
+    classic = live[(live["group_type"] == "classic") & (live["protocol_type"].fillna("consumer") == "consumer")]
     unknown = live[live["group_type"].fillna("unknown") == "unknown"]
     if not classic.empty:
         ids = sorted(classic["group_id"].astype(str))

@@ -7,6 +7,9 @@
 //
 // CONFIG: {"port": N, "issuer": "http://127.0.0.1:N", "clients": [...oidc-provider client metadata...],
 //          "users": {"alice": {"email": "...", "groups": [...], ...}, ...}}
+// Optional, for the API tests: "jwks" (the signing keys, so a test can rotate them), "resource" (the API's
+// audience: access tokens for it are JWTs, also from the client_credentials grant), a client's "groups" (the
+// groups claim of its client-credentials tokens) and "token_ttl" (seconds its access tokens live).
 // Prints "ready <issuer>" on stdout once it listens.
 import { readFileSync } from 'node:fs';
 import Provider from 'oidc-provider';
@@ -17,8 +20,40 @@ const users = config.users || {};
 const page = (title, body) => `<!DOCTYPE html><html><head><meta charset="utf-8"><title>${title}</title></head>
 <body><h1>${title}</h1>${body}</body></html>`;
 
+// Access tokens for the API (a resource indicator) are JWTs carrying the claims the API's grants read.
+const apiFeatures = config.resource ? {
+  clientCredentials: { enabled: true },
+  resourceIndicators: {
+    enabled: true,
+    defaultResource: () => config.resource,
+    useGrantedResource: () => true,
+    getResourceServerInfo: (ctx, resourceIndicator, client) => ({
+      scope: 'api:read',
+      audience: resourceIndicator,
+      accessTokenTTL: client.token_ttl || 3600,
+      accessTokenFormat: 'jwt',
+    }),
+  },
+} : {};
+
+const extraTokenClaims = async (ctx, token) => {
+  if (token.accountId) {
+    const user = users[token.accountId] || {};
+    const claims = {};
+    for (const name of ['email', 'email_verified', 'groups', 'realm_access']) {
+      if (Object.hasOwn(user, name)) claims[name] = user[name];
+    }
+    return claims;
+  }
+  const client = ctx.oidc.client;
+  return client && client.groups ? { groups: client.groups } : undefined;
+};
+
 const provider = new Provider(config.issuer, {
   clients: config.clients,
+  ...(config.jwks ? { jwks: config.jwks } : {}),
+  extraClientMetadata: { properties: ['groups', 'token_ttl'] },
+  extraTokenClaims,
   // Claims by scope. Keycloak-style roles sit under realm_access.roles, Okta/Entra-style groups in "groups".
   claims: {
     openid: ['sub'],
@@ -35,6 +70,7 @@ const provider = new Provider(config.issuer, {
   },
   cookies: { keys: ['fleetview-test-only-cookie-key'] },
   features: {
+    ...apiFeatures,
     devInteractions: { enabled: true },
     rpInitiatedLogout: {
       enabled: true,

@@ -20,6 +20,7 @@ from tests.rig.procs import REPO, RigError, kafka_libs
 TOOLS_CACHE = REPO / ".cache" / "kafka-tools"
 SOURCE = REPO / "tests" / "clients" / "GroupConsumer.java"
 COMMAND_CLASS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+SHARE_COMMAND_CLASS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"  # kafka-share-groups.sh
 
 
 def tools_jar(version: str) -> Path:
@@ -30,9 +31,11 @@ def tools_jar(version: str) -> Path:
     return jar
 
 
-def consumer_groups(version: str, bootstrap: str, *args: str, timeout_s: float = 120.0) -> str:
-    """Run the real kafka-consumer-groups tool of a release; return its stdout (its log goes to stderr)."""
-    cmd = ["java", "-Xmx256m", "-cp", f"{kafka_libs(version)}/*:{tools_jar(version)}", COMMAND_CLASS,
+def consumer_groups(version: str, bootstrap: str, *args: str, timeout_s: float = 120.0,
+                    command: str = COMMAND_CLASS) -> str:
+    """Run the real kafka-consumer-groups tool of a release (or, `command`, another of its group tools such as
+    kafka-share-groups.sh's SHARE_COMMAND_CLASS); return its stdout (its log goes to stderr)."""
+    cmd = ["java", "-Xmx256m", "-cp", f"{kafka_libs(version)}/*:{tools_jar(version)}", command,
            "--bootstrap-server", bootstrap, *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:

@@ -101,6 +101,7 @@ class BrokerNode:
     sasl_port: int | None = None
     controller_port: int | None = None
     host: str = "127.0.0.1"
+    metrics_port: int | None = None  # its Prometheus JMX exporter agent's port, when it runs one
 
     @property
     def id(self) -> int:
@@ -171,6 +172,15 @@ class KafkaZkCluster:
         for broker in self.brokers:
             broker.proc.stop()
 
+    def restart(self) -> None:
+        """Stop the broker (a clean shutdown) and start it again on the same ports, waiting until it serves."""
+        broker = self.brokers[0]
+        broker.proc.stop()
+        wait_until_closed(broker.port)
+        broker.proc.start()
+        wait_for_port(broker.port, broker.proc, START_TIMEOUT_S)
+        _wait_for_metadata(self.bootstrap, expected_brokers=1, procs=[broker.proc])
+
 
 @dataclass
 class KafkaKraftCluster:
@@ -191,6 +201,9 @@ class KafkaKraftCluster:
     scram_password: str = field(default_factory=lambda: "pw-" + secrets.token_urlsafe(12), repr=False)
     listener_password: str = field(default_factory=lambda: "planted-" + secrets.token_urlsafe(12), repr=False)
     tls: TlsFiles | None = None
+    # The Prometheus JMX exporter agent's jar: each node then serves its metrics on its own `metrics_port`, with the
+    # agent's default rules in `exporter_rules` (the agent re-reads the file when it changes).
+    exporter_agent: Path | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -207,6 +220,11 @@ class KafkaKraftCluster:
         """The PEM CA that signed the brokers' certificates."""
         assert self.tls is not None
         return str(self.tls.ca_cert)
+
+    @property
+    def exporter_rules(self) -> Path:
+        """The exporter agent's rules file, shared by the nodes."""
+        return self.workdir / "exporter.yaml"
 
     def broker(self, node_id: int) -> BrokerNode:
         """The node with this id."""
@@ -259,8 +277,18 @@ class KafkaKraftCluster:
                 },
             )
             self._format(props, node_dir)
-            proc = JavaProcess(f"kafka4-node-{i}", _classpath(self.version), ["kafka.Kafka", str(props)], node_dir / "kafka.log")
-            self.brokers.append(BrokerNode(i, port, proc, sasl_port=sasl_port, controller_port=ctrl_port))
+            agent: list[str] = []
+            metrics_port = None
+            if self.exporter_agent is not None:
+                metrics_port = free_port()
+                self.exporter_rules.parent.mkdir(parents=True, exist_ok=True)
+                if not self.exporter_rules.exists():
+                    self.exporter_rules.write_text('rules:\n- pattern: ".*"\n', encoding="utf-8")
+                agent = [f"-javaagent:{self.exporter_agent}=127.0.0.1:{metrics_port}:{self.exporter_rules}"]
+            proc = JavaProcess(f"kafka4-node-{i}", _classpath(self.version), ["kafka.Kafka", str(props)],
+                               node_dir / "kafka.log", jvm_args=agent)
+            self.brokers.append(BrokerNode(i, port, proc, sasl_port=sasl_port, controller_port=ctrl_port,
+                                           metrics_port=metrics_port))
         for broker in self.brokers:
             broker.proc.start()
         for broker in self.brokers:

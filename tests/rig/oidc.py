@@ -34,6 +34,10 @@ class OidcProvider:
     redirect_uris: list[str]
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # The API tests: more clients (client_credentials ones with "groups"), signing keys, the API's audience.
+    extra_clients: list[dict[str, Any]] = field(default_factory=list)
+    jwks: dict[str, Any] | None = None
+    resource: str | None = None
 
     @property
     def issuer(self) -> str:
@@ -56,12 +60,17 @@ class OidcProvider:
             raise RigError("oidc-provider is not installed: run `make oidc-provider` (npm ci in tests/oidc)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "idp.json"
-        config.write_text(json.dumps({
+        settings: dict[str, Any] = {
             "port": self.port, "issuer": self.issuer, "users": self.users,
             "clients": [{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uris": self.redirect_uris,
                          "post_logout_redirect_uris": self.redirect_uris, "grant_types": ["authorization_code"],
-                         "response_types": ["code"]}],
-        }), encoding="utf-8")
+                         "response_types": ["code"]}, *self.extra_clients],
+        }
+        if self.jwks is not None:
+            settings["jwks"] = self.jwks
+        if self.resource is not None:
+            settings["resource"] = self.resource
+        config.write_text(json.dumps(settings), encoding="utf-8")
         LOG_FILES.append(self.log)
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(["node", str(OIDC_DIR / "idp.mjs"), str(config)], cwd=OIDC_DIR,
@@ -94,3 +103,57 @@ class OidcProvider:
                 f'server_metadata_url = "{self.metadata_url}"\n'
                 # oidc-provider rejects Streamlit's default prompt=select_account; "groups" puts groups in the ID token.
                 'client_kwargs = { prompt = "login", scope = "openid email profile groups" }\n')
+
+
+def client_credentials_token(idp: OidcProvider, client_id: str, secret: str, resource: str | None = None) -> str:
+    """An access token of the client-credentials grant (a JWT for the provider's resource, or `resource`)."""
+    import httpx
+
+    form = {"grant_type": "client_credentials", **({"resource": resource} if resource else {})}
+    answer = httpx.post(f"{idp.issuer}/token", data=form, auth=(client_id, secret), timeout=30)
+    answer.raise_for_status()
+    return str(answer.json()["access_token"])
+
+
+def user_token(idp: OidcProvider, user: str, client_id: str, secret: str, redirect_uri: str,
+               resource: str | None = None) -> str:
+    """A user's access token through the authorization-code flow, driven over HTTP through the provider's own
+    sign-in and consent forms (its development forms take any password)."""
+    import base64
+    import hashlib
+    import re
+    import secrets
+    from urllib.parse import parse_qs, urljoin, urlsplit
+
+    import httpx
+
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    params = {"client_id": client_id, "response_type": "code", "redirect_uri": redirect_uri, "state": "s",
+              "scope": "openid email profile groups api:read", "code_challenge": challenge,
+              "code_challenge_method": "S256", "prompt": "login", **({"resource": resource} if resource else {})}
+    with httpx.Client(base_url=idp.issuer, follow_redirects=False, timeout=30) as http:
+        answer = http.get("/auth", params=params)
+        for _ in range(12):
+            location = answer.headers.get("location")
+            if location and location.startswith(redirect_uri):
+                code = parse_qs(urlsplit(location).query)["code"][0]
+                break
+            if location:
+                answer = http.get(urljoin(str(answer.url), location))
+                continue
+            action = re.search(r'action="([^"]+)"', answer.text)
+            if action is None:
+                raise RigError(f"oidc-provider answered {answer.status_code} without a form: {answer.text[:300]}")
+            fields = dict(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', answer.text))
+            if 'name="login"' in answer.text:
+                fields.update({"login": user, "password": "any password: the development form takes any"})
+            answer = http.post(urljoin(str(answer.url), action.group(1)), data=fields)
+        else:
+            raise RigError("the authorization-code flow did not come back to the redirect URI")
+        token = http.post("/token", data={"grant_type": "authorization_code", "code": code,
+                                          "redirect_uri": redirect_uri, "code_verifier": verifier,
+                                          **({"resource": resource} if resource else {})},
+                          auth=(client_id, secret))
+        token.raise_for_status()
+        return str(token.json()["access_token"])

@@ -123,7 +123,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, moto_s3: S3Server) -> Iterato
     lake = f"s3://{bucket}/demo"
     port, log = free_port(), tmp / "demo.log"
     cmd = [sys.executable, "-m", "backend", "demo", "--port", str(port), "--lake", lake, "--lab", str(lab_file),
-           "--clients", "240", "--poll-interval", "5", "--analyze-interval", "600"]  # fmt: skip
+           "--clients", "240", "--poll-interval", "5", "--analyze-interval", "600", "--api-port", "0"]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=tmp, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env=_demo_env(moto_s3))

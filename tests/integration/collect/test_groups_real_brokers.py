@@ -433,3 +433,193 @@ def test_hostile_group_and_client_ids_from_a_real_broker_stay_plain_text_everywh
         _plain_only(app, (*HOSTILE_GROUPS, HOSTILE_CLIENT))
         if query:
             assert HOSTILE_CLIENT in set(next(d.value for d in app.dataframe if "client_id" in d.value)["client_id"])
+
+
+class PartialReader:
+    """A KIP-848 consumer (confluent-kafka, group.protocol=consumer) subscribed by regex to two topics: it reads and
+    commits `count` records of the first only and leaves the other partition assigned with nothing committed."""
+
+    def __init__(self, bootstrap: str, group: str, pattern: str, read_topic: str, count: int) -> None:
+        self.bootstrap, self.group, self.pattern, self.read_topic, self.count = bootstrap, group, pattern, read_topic, count
+        self.assigned: set[str] = set()
+        self.committed = threading.Event()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"partial-{group[:20]}")
+
+    def _run(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "group.protocol": "consumer",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "client.id": f"py-{self.group}"})
+        consumer.subscribe([self.pattern])
+        read = 0
+        try:
+            while not self.stop.is_set():
+                assignment = consumer.assignment()
+                self.assigned = {tp.topic for tp in assignment}
+                others = [tp for tp in assignment if tp.topic != self.read_topic or read >= self.count]
+                if others:
+                    consumer.pause(others)
+                message = consumer.poll(0.2)
+                if message is None or message.error() or message.topic() != self.read_topic or read >= self.count:
+                    continue
+                read += 1
+                if read == self.count:
+                    consumer.commit(offsets=[TopicPartition(self.read_topic, 0, self.count)], asynchronous=False)
+                    self.committed.set()
+        finally:
+            consumer.close()
+
+    def start(self, wait_for: set[str], timeout_s: float = 90.0) -> PartialReader:
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not (self.committed.is_set() and wait_for <= self.assigned):
+            assert time.monotonic() < deadline, (self.assigned, self.committed.is_set())
+            time.sleep(0.2)
+        return self
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def _metric_samples(metrics: Any) -> dict[str, list[tuple[dict[str, str], float]]]:
+    from prometheus_client import generate_latest
+    from prometheus_client.core import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode("utf-8")):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
+
+
+def test_share_group_lag_offsets_past_the_end_and_uncommitted_partitions_against_the_real_tools(
+        groups4: Groups, kafka4: KafkaKraftCluster, tmp_path: Path) -> None:
+    """On 4.3.1: a share group's start offset and lag equal kafka-share-groups.sh --describe (read one after the
+    other, nothing moving in between); a committed offset set
+    past the end (AdminClient) is `offset_ahead` with an incident, never ok; a lag that is not known (a group whose
+    only topic was deleted) has no /metrics series, never 0; a KIP-848 regex group shows the records on its
+    uncommitted partition beside its lag (kafka-consumer-groups.sh prints "-" there) and its status sees them."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from backend.collect.metrics import FleetMetrics
+    from tests.rig.group_tools import SHARE_COMMAND_CLASS
+    from tests.rig.kafka import config_command
+
+    p, bootstrap = groups4.prefix, groups4.bootstrap
+    share_topic, share_group = f"{p}-sq", f"{p}-sq-share"
+    ahead_topic, ahead_group = f"{p}-ahead", f"{p}-ahead-g"
+    gone_topic, gone_group = f"{p}-gone", f"{p}-gone-g"
+    rx_a, rx_b, rx_group = f"{p}-rx-a", f"{p}-rx-b", f"{p}-rx-g"
+    _topics(bootstrap, {share_topic: 1, ahead_topic: 1, gone_topic: 1, rx_a: 1, rx_b: 1})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # the share group: 35 records read and acknowledged, then 15 more written (kafka-share-groups.sh: LAG 15)
+    config_command(KAFKA_KRAFT_VERSION, bootstrap, "--alter", "--entity-type", "groups", "--entity-name", share_group,
+                   "--add-config", "share.auto.offset.reset=earliest")
+    _produce(bootstrap, share_topic, 35)
+    share = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": share_group, "client.id": f"share-{p}"})
+    share.subscribe([share_topic])
+    got, deadline = 0, time.monotonic() + 60
+    while got < 35 and time.monotonic() < deadline:
+        got += sum(1 for m in share.poll(0.5) if not m.error())
+    share.poll(0.5)  # acknowledges the last batch
+    share.close()
+    assert got == 35
+    _produce(bootstrap, share_topic, 15)
+    # a committed offset past the end of the log: 10 records, the empty group's offset set to 500
+    _produce(bootstrap, ahead_topic, 10)
+    PyConsumer(bootstrap, ahead_group, ahead_topic, 10, stay=False).start()
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(ahead_group, [TopicPartition(ahead_topic, 0,
+                                                                                                   500)])])[
+        ahead_group].result(timeout=30)
+    # a group whose only topic is deleted: its lag is not known
+    _produce(bootstrap, gone_topic, 5)
+    PyConsumer(bootstrap, gone_group, gone_topic, 5, stay=False).start()
+    for future in admin.delete_topics([gone_topic]).values():
+        future.result(timeout=30)
+    # a KIP-848 regex group: 20 of 50 committed on rx-a (lag 30), 80 records on rx-b assigned, nothing committed
+    _produce(bootstrap, rx_a, 50)
+    _produce(bootstrap, rx_b, 80)
+    partial = PartialReader(bootstrap, rx_group, f"^{p}-rx-.*", rx_a, 20).start({rx_a, rx_b})
+
+    fleet = fleet_from(settings_toml() + GROUP_SETTINGS + kafka4_toml(kafka4), tmp_path)
+    lake = tmp_path / "lake"
+    metrics = FleetMetrics(str(lake))
+    polls: list[Any] = []
+    stop = threading.Event()
+
+    def on_poll(poll: Any) -> None:
+        polls.append(poll)
+        snap = poll.cluster("kafka4").groups
+        shared = snap.offsets.get(share_group, ()) if snap is not None else ()
+        # four reads for the window, and the share group's acknowledgements persisted (15 records unread)
+        if len(polls) >= 5 and [x.lag for x in shared] == [15] or len(polls) > 40:
+            stop.set()
+
+    try:
+        run_poller(fleet, lake, interval_s=0.5, on_poll=on_poll, stop=stop, groups=GroupCollector())
+        shares = consumer_groups(KAFKA_KRAFT_VERSION, bootstrap, "--describe", "--group", share_group,
+                                 command=SHARE_COMMAND_CLASS)
+        described = consumer_groups(KAFKA_KRAFT_VERSION, bootstrap, "--describe", "--group", ahead_group,
+                                    "--group", rx_group)
+    finally:
+        partial.close()
+    last = polls[-1]
+    snap = last.cluster("kafka4").groups
+    assert snap is not None
+
+    # the share group, as kafka-share-groups.sh shows it (the broker may still move the start offset as it archives
+    # acknowledged records: the tool and a read right after it are compared until they agree)
+    agreed = 0
+    for _ in range(10):
+        theirs = {(r["TOPIC"], r["PARTITION"], r["START-OFFSET"], r["LAG"]) for r in parse_tables(shares)
+                  if r.get("GROUP") == share_group and "START-OFFSET" in r}
+        fresh = _read(groups4)
+        ours = {(x.topic, str(x.partition), str(x.committed), str(x.lag)) for x in fresh.offsets[share_group]}
+        agreed = int(ours == theirs)
+        if agreed:
+            break
+        time.sleep(1)
+        shares = consumer_groups(KAFKA_KRAFT_VERSION, bootstrap, "--describe", "--group", share_group,
+                                 command=SHARE_COMMAND_CLASS)
+    assert agreed, (ours, shares)
+    assert {(t, p, lag) for t, p, _start, lag in theirs} == {(share_topic, "0", "15")}, shares
+    assert snap.groups[share_group].lag == 15 and snap.versions["DescribeShareGroupOffsets"] == 1
+
+    # the offset past the end, as kafka-consumer-groups.sh shows it: never ok, an incident with its evidence
+    rows = {(r["GROUP"], r["TOPIC"], r["PARTITION"]): r for r in parse_tables(described) if "TOPIC" in r}
+    assert rows[(ahead_group, ahead_topic, "0")]["LAG"] == "-490"
+    ahead = snap.groups[ahead_group]
+    assert (ahead.status, ahead.lag, ahead.partitions_ahead) == ("offset_ahead", None, 1)
+    assert ahead.evidence["sample"][f"{ahead_topic}[0]"] == {"committed": 500, "end": 10, "lag": -490}
+    incidents = readers.incidents(str(lake))
+    mine = incidents[(incidents["subject"] == f"group {ahead_group}") & (incidents["rule"] == "group_offset_ahead")]
+    assert len(mine) == 1 and mine.iloc[0]["status"] == "open"
+
+    # the regex group: the lag the tool shows, the uncommitted records beside it, the status sees them
+    assert rows[(rx_group, rx_a, "0")]["LAG"] == "30"
+    assert rows[(rx_group, rx_b, "0")]["CURRENT-OFFSET"] == "-" and rows[(rx_group, rx_b, "0")]["LAG"] == "-"
+    rx = snap.groups[rx_group]
+    assert (rx.lag, rx.uncommitted_records, rx.uncommitted_partitions) == (30, 80, 1)
+    assert rx.status == "stalled" and rx.window_lag[-1] == 110, (rx.status, rx.evidence, rx.window_lag)
+    regexes = {m.subscribed_regex for m in snap.members[rx_group]}  # as the coordinator reports it (librdkafka
+    assert len(regexes) == 1 and f"^{p}-rx-.*" in str(next(iter(regexes)))  # sends "(^...)")
+    stored = group_readers.group_members(lake, ["kafka4"])
+    assert set(stored.loc[stored["group_id"] == rx_group, "subscribed_regex"]) == regexes
+
+    # /metrics: a known lag is a series, an unknown one none (never 0); the uncommitted records have their own
+    assert snap.groups[gone_group].lag is None and snap.groups[gone_group].status == "unknown"
+    metrics.update(last)
+    samples = _metric_samples(metrics)
+    lag = {s[0]["group"]: s[1] for s in samples["kafka_fleet_group_lag_records"] if s[0]["cluster"] == "kafka4"}
+    assert lag[share_group] == 15 and lag[rx_group] == 30
+    assert gone_group not in lag and ahead_group not in lag
+    statuses = {s[0]["group"]: s[0]["status"] for s in samples["kafka_fleet_group_status"]}
+    assert statuses[ahead_group] == "offset_ahead" and statuses[gone_group] == "unknown"
+    uncommitted = {s[0]["group"]: s[1] for s in samples["kafka_fleet_group_uncommitted_records"]}
+    assert uncommitted[rx_group] == 80.0 and share_group not in uncommitted and f"{p}-share" not in uncommitted

@@ -10,11 +10,15 @@ the client items once it stopped and the window passed.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -152,12 +156,12 @@ def librdkafka(broker: tuple[KafkaZkCluster, Exporter]) -> Iterator[Producer]:
     producer.flush(5)
 
 
-def _fleet(tmp: Path, source: str) -> Path:
+def _fleet(tmp: Path, source: str, window_s: float = WINDOW_S) -> Path:
     path = tmp / "clusters.toml"
     path.write_text(f"""
 [settings]
 client_metrics_interval_s = 0.5
-client_metrics_window_s = {WINDOW_S}
+client_metrics_window_s = {window_s}
 config_interval_s = 0
 [[clusters]]
 name = "inv39"
@@ -207,6 +211,21 @@ def _stable_inventory(exporter: Exporter, fleet_file: Path, bootstrap: str, lake
     raise AssertionError(f"inventory never matched the exporter's page: {last}")
 
 
+def _poll_until(done: Callable[[readiness.Readiness], bool], fleet_file: Path, bootstrap: str, lake: Path,
+                collector: ClientMetricsCollector, timeout_s: float = 90.0,
+                never: Callable[[readiness.Readiness], bool] | None = None) -> readiness.Readiness:
+    """Poll until `done(report)`; every report on the way must not satisfy `never` (when given)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        report = _poll(fleet_file, bootstrap, lake, collector)
+        if never is not None:
+            assert not never(report), report.items.to_dict("records")
+        if done(report):
+            return report
+        assert time.monotonic() < deadline, report.items.to_dict("records")
+        time.sleep(0.5)
+
+
 def _protocol(report: readiness.Readiness) -> tuple[str, str]:
     row = report.items[(report.items["cluster_name"] == "inv39") & (report.items["item"] == "removed protocol versions")]
     return str(row["status"].iloc[0]), str(row["detail"].iloc[0])
@@ -234,21 +253,29 @@ def test_inventory_and_readiness_from_the_real_exporter(broker: tuple[KafkaZkClu
     verdict = report.verdicts.set_index("cluster_name").loc["inv39", "verdict"]
     assert verdict == "blocked"
 
-    # 2. Strimzi-style rules, as published: RequestMetrics dropped -> a clear status naming the rule to add.
+    # 2. Strimzi-style rules, as published: RequestMetrics dropped -> a clear status naming the rule to add; the use
+    # seen within the window stays a blocker until the window ends, and never turns into a pass.
     exporter.use("strimzi-style")
     report, _ = _stable_inventory(exporter, _fleet(tmp_path, exporter.source),
                                   cluster.bootstrap, lake, collector)
     inventory = collector.last("inv39")
     assert inventory is not None and inventory.dialect == "strimzi" and inventory.kip896 == "not_exported"
     assert "DeprecatedRequestsPerSec" in (inventory.message or "") and "client-inventory.md" in (inventory.message or "")
+    status, detail = _protocol(report)
+    assert status == "unknown" or (status == "fail" and "went away" in detail), detail
+    report = _poll_until(lambda r: _protocol(r)[0] != "fail", _fleet(tmp_path, exporter.source), cluster.bootstrap,
+                         lake, collector)
     assert _protocol(report)[0] == "unknown"
 
     # 3. Strimzi-style plus the documented KIP-896 rule; 4. Confluent-style rules (request and version in the name).
     for rules, dialect in ((("strimzi-style", "kip896-rule"), "strimzi"), (("confluent-style",), "confluent")):
         exporter.use(*rules)
-        report, _ = _stable_inventory(exporter, _fleet(tmp_path, exporter.source), cluster.bootstrap, lake, collector)
+        _stable_inventory(exporter, _fleet(tmp_path, exporter.source), cluster.bootstrap, lake, collector)
         inventory = collector.last("inv39")
         assert inventory is not None and inventory.dialect == dialect and inventory.kip896 == "reported", rules
+        # a count met again after rules that hid it is judged once it grows between two reads
+        report = _poll_until(lambda r: _protocol(r)[0] == "fail", _fleet(tmp_path, exporter.source),
+                             cluster.bootstrap, lake, collector)
         status, detail = _protocol(report)
         assert status == "fail" and "by unknown unknown" in detail, (rules, detail)
 
@@ -274,7 +301,9 @@ def test_inventory_and_readiness_from_the_real_exporter(broker: tuple[KafkaZkClu
             report = _poll(_fleet(tmp_path, source), cluster.bootstrap, prom_lake, prom_collector)
             inventory = prom_collector.last("inv39")
             assert inventory is not None
-            if inventory.status == "ok" and inventory.software() == expected and inventory.kip896 == "reported":
+            # (a fresh collector: a count is judged once it grew between two of its reads)
+            if (inventory.status == "ok" and inventory.software() == expected and inventory.kip896 == "reported"
+                    and _protocol(report)[0] == "fail"):
                 break
             assert time.monotonic() < deadline, (inventory.status, inventory.message, inventory.software(), expected,
                                                  log_tail(log))
@@ -302,6 +331,160 @@ def test_inventory_and_readiness_from_the_real_exporter(broker: tuple[KafkaZkClu
     assert any(d.request == "Produce" and d.version == 2 for d in inventory.deprecated)  # counted, no longer growing
     # The brokers' ZooKeeper mode still blocks the whole upgrade: readiness never says ready by omission.
     assert report.verdicts.set_index("cluster_name").loc["inv39", "verdict"] == "blocked"
+
+
+class SwitchableProxy:
+    """A plain HTTP proxy in front of the exporter whose port can be closed (connection refused) and opened again."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.port = free_port()
+        self.server: ThreadingHTTPServer | None = None
+
+    def open(self) -> None:
+        target = self.target
+
+        class Forward(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with urllib.request.urlopen(target, timeout=10) as response:
+                    body = response.read()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Forward)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+def _old_kcat(bootstrap: str, logs: Path) -> list[subprocess.Popen[bytes]]:
+    """Debian's kcat (librdkafka 2.0.2) speaking the 0.9 protocol (no ApiVersions, no software name): a producer
+    writing a record every half second and a group consumer."""
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is not installed: run `make deps-system`"
+    old = "-X api.version.request=false -X broker.version.fallback=0.9.0"
+    cmds = [f"while :; do echo old; sleep 0.5; done | {kcat} -P -b {bootstrap} -t inventory {old}",
+            f"{kcat} -C -b {bootstrap} -G inventory-old-protocol inventory {old} -q"]
+    return [subprocess.Popen(["bash", "-c", cmd], stdout=(logs / f"kcat-old-{i}.log").open("wb"),
+                             stderr=subprocess.STDOUT, start_new_session=True) for i, cmd in enumerate(cmds)]
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+
+@pytest.mark.slow
+def test_removed_versions_never_pass_without_a_proof_of_absence(broker: tuple[KafkaZkCluster, Exporter],
+                                                                 tmp_path: Path, prometheus_bin: str) -> None:
+    """An old librdkafka (kcat, api.version.request=false) producing and consuming on the real 3.9.2 broker with the
+    exporter agent: `fail` with the default rules; never `pass` with rules that drop DeprecatedRequestsPerSec, with an
+    exporter that cannot be read, or after a broker restart inside the window (then `unknown`, never `pass`); nor
+    through a real Prometheus whose scrape keeps only the KIP-511 series."""
+    cluster, exporter = broker
+    exporter.use("jmx-default")
+    proxy = SwitchableProxy(exporter.url)
+    proxy.open()
+    source = 'metrics_url = "http://{host}:' + str(proxy.port) + '/metrics"'
+    lake, collector = tmp_path / "lake", ClientMetricsCollector()
+    old = _old_kcat(cluster.bootstrap, tmp_path)
+    passes = lambda r: _protocol(r)[0] == "pass"  # noqa: E731
+    try:
+        # 1. Default rules: the old client's requests block the upgrade, named.
+        report = _poll_until(lambda r: _protocol(r)[0] == "fail" and "by unknown unknown" in _protocol(r)[1],
+                             _fleet(tmp_path, source), cluster.bootstrap, lake, collector, never=passes)
+        detail = _protocol(report)[1]
+        assert any(f"{r} v" in detail for r in ("Produce", "Fetch", "ListOffsets")), detail
+        assert "0.00" not in detail and f"blocks until {int(WINDOW_S)} s" in detail
+
+        # 2. Rules that keep the connections and RequestsPerSec but drop DeprecatedRequestsPerSec, the old client
+        # still running: held as `fail` within the window, then `unknown` naming the rule to add; never `pass`.
+        exporter.use("subset")
+        report = _poll_until(lambda r: _protocol(r)[0] == "unknown", _fleet(tmp_path, source), cluster.bootstrap,
+                             lake, collector, never=passes)
+        inventory = collector.last("inv39")
+        assert inventory is not None and inventory.kip896 == "not_exported" and inventory.dialect == "jmx-default"
+        assert "DeprecatedRequestsPerSec" in _protocol(report)[1] and "exports_deprecated_requests" in _protocol(report)[1]
+        assert any(c.software_name == "unknown" and c.connections for c in inventory.connections)  # still there
+
+        # 2b. A real Prometheus whose scrape keeps only the KIP-511 series (and each JVM's start): `unknown`.
+        exporter.use("jmx-default")
+        prom_port = free_port()
+        (tmp_path / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kafka\n    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{exporter.port}']\n        labels: {{cluster: inv39}}\n"
+            "    metric_relabel_configs:\n      - source_labels: [__name__]\n"
+            "        regex: 'kafka_server_socket_server_metrics_connections|process_start_time_seconds'\n"
+            "        action: keep\n", encoding="utf-8")
+        with (tmp_path / "prometheus.log").open("wb") as out:
+            prometheus = subprocess.Popen([prometheus_bin, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                           f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                           f"--web.listen-address=127.0.0.1:{prom_port}"],
+                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            prom = f'prometheus = "http://127.0.0.1:{prom_port}"\nmatchers = \'job="kafka", cluster="inv39"\''
+            prom_collector = ClientMetricsCollector()
+
+            def scraped(_report: readiness.Readiness) -> bool:
+                read = prom_collector.last("inv39")
+                return read is not None and read.status == "ok"
+
+            report = _poll_until(scraped, _fleet(tmp_path, prom), cluster.bootstrap, tmp_path / "prom-lake",
+                                 prom_collector, never=passes)
+            inventory = prom_collector.last("inv39")
+            assert inventory is not None and inventory.kip896 == "not_exported" and inventory.connections
+            assert _protocol(report)[0] == "unknown"
+        finally:
+            prometheus.terminate()
+            prometheus.wait(timeout=20)
+
+        # 3. The default rules again, then the exporter's port closed: held, then `unknown`; never `pass`.
+        _poll_until(lambda r: _protocol(r)[0] == "fail", _fleet(tmp_path, source), cluster.bootstrap, lake, collector,
+                    never=passes)
+        proxy.close()
+        report = _poll(_fleet(tmp_path, source), cluster.bootstrap, lake, collector)
+        inventory = collector.last("inv39")
+        assert inventory is not None and inventory.status == "error" and str(proxy.port) in (inventory.message or "")
+        report = _poll_until(lambda r: _protocol(r)[0] == "unknown", _fleet(tmp_path, source), cluster.bootstrap,
+                             lake, collector, never=passes)
+        assert "could not be read" in _protocol(report)[1]
+        proxy.open()
+
+        # 4. A broker restart inside the window: the counters vanish with the old process; what was counted holds.
+        wide = _fleet(tmp_path, source, window_s=120)
+        _poll_until(lambda r: _protocol(r)[0] == "fail", wide, cluster.bootstrap, lake, collector, never=passes)
+        _stop(old)
+        cluster.restart()
+        report = _poll(_fleet(tmp_path, source, window_s=120), cluster.bootstrap, lake, collector)
+        inventory = collector.last("inv39")
+        assert inventory is not None
+        assert inventory.status == "ok", inventory.message
+        assert inventory.deprecated and all(d.last_seen_at is not None and d.last_seen_at < inventory.collected_at
+                                            for d in inventory.deprecated)  # gone from the new process's page
+        status, detail = _protocol(report)
+        assert status == "fail" and "went away" in detail, detail
+        # once the window has passed (a shorter one here): nothing proves absence on the new process's page
+        report = _poll(_fleet(tmp_path, source), cluster.bootstrap, lake, collector)
+        assert _protocol(report)[0] == "unknown", _protocol(report)
+    finally:
+        _stop(old)
+        proxy.close()
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,10 @@ MESSAGES = {
     P.API_SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     P.API_OFFSET_FETCH: "OffsetFetch",
     P.API_LIST_OFFSETS: "ListOffsets",
+    P.API_DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
 }
+# APIs that arrived after 3.9: the 3.9.2 jar has no message JSON for them (checked, not skipped).
+SINCE_4 = {P.API_DESCRIBE_SHARE_GROUP_OFFSETS}
 _SCALARS = ("int8", "int16", "int32", "int64", "string", "bytes", "uuid", "bool", "float64")
 
 
@@ -114,6 +117,10 @@ def _our_shape(fields: tuple[P.Field, ...], v: int, flexible: bool) -> list[tupl
 @pytest.mark.parametrize("api_key", sorted(MESSAGES))
 def test_codec_fields_match_kafkas_message_json(kafka_version: str, api_key: int) -> None:
     schema = P.SCHEMAS[api_key]
+    if api_key in SINCE_4 and kafka_version == KAFKA_ZK_VERSION:
+        with zipfile.ZipFile(_jar(kafka_version)) as zf:
+            assert f"common/message/{MESSAGES[api_key]}Request.json" not in zf.namelist()
+        return
     for kind, ours in (("Request", schema.request), ("Response", schema.response)):
         spec = _message_json(kafka_version, MESSAGES[api_key] + kind)
         assert spec["apiKey"] == api_key

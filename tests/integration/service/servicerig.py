@@ -117,7 +117,7 @@ def start_service(fleet_file: Path, lake: Path, log: Path, *, ui: bool = False, 
     metrics_port = free_port()
     ui_port = free_port() if ui else None
     cmd = [sys.executable, "-m", "backend", "serve", "--config", str(fleet_file), "--lake", str(lake),
-           "--metrics-port", str(metrics_port)]
+           "--metrics-port", str(metrics_port), "--api-port", "0"]
     cmd += ["--ui-port", str(ui_port)] if ui else ["--no-ui"]
     cmd += extra or []
     with log.open("ab") as out:

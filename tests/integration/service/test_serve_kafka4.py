@@ -54,6 +54,33 @@ def _configs(lake: Path) -> Any:
         ["client_instance_id", "snapshot_id", "key", "source", "source_position"]).to_pandas()
 
 
+def _api_says_what_the_brokers_say(api: str, bootstrap: str) -> None:
+    """The API (login off: loopback) reads the lake the poller wrote: the real brokers' cluster id, broker ids and
+    topic ids (KIP-516; librdkafka prints them in standard base64, Kafka in URL-safe base64)."""
+    import httpx
+    from confluent_kafka import TopicCollection
+
+    api = api.replace("//localhost:", "//127.0.0.1:")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    cluster = admin.describe_cluster(request_timeout=30).result(timeout=60)
+    names = [t for t in admin.list_topics(timeout=30).topics if not t.startswith("__")]
+    described = admin.describe_topics(TopicCollection(names), request_timeout=30)
+    ids = {name: str(future.result(timeout=60).topic_id).replace("+", "-").replace("/", "_")
+           for name, future in described.items()}
+    deadline = time.monotonic() + 60
+    while True:
+        body = httpx.get(f"{api}/clusters/kafka4", timeout=30).json()
+        topics = httpx.get(f"{api}/clusters/kafka4/topics", params={"limit": 1000, "include_internal": "false"},
+                           timeout=30).json()["items"]
+        if {t["name"] for t in topics} >= set(ids) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert body["cluster_id"] == cluster.cluster_id and body["mode"] == "kraft"
+    brokers = httpx.get(f"{api}/clusters/kafka4/brokers", timeout=30).json()
+    assert {b["broker_id"] for b in brokers} == {n.id for n in cluster.nodes}
+    assert {t["name"]: t["topic_id"] for t in topics if t["name"] in ids} == ids
+
+
 def _instances_in_results(lake: Path) -> int:
     return int(sum(read_table(str(lake), "results/client_versions").column("instances").to_pylist()))
 
@@ -99,6 +126,7 @@ def test_serve_on_kafka4_with_a_kip1324_sink(kafka4: Any, service_lab: LabFleet,
         assert (service.metric("kafka_fleet_job_runs_total", job="ingest", outcome="error") or 0) >= 2
         assert service.readyz()[0] == 200
         assert service.metric("kafka_fleet_cluster_up", cluster="kafka4") == 1.0
+        _api_says_what_the_brokers_say(service.component("api")["url"], kafka4.bootstrap)
 
         # Each source resumes from its saved position: new records are read once, nothing twice.
         push_client_fleet(service_lab, 10, seed=13)

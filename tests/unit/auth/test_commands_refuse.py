@@ -41,6 +41,21 @@ def test_serve_refuses_a_non_loopback_ui_without_login(tmp_path: Path, auth: str
     assert not (tmp_path / "state" / "logs").exists()  # nothing was started
 
 
+@pytest.mark.parametrize("auth", ["", "[auth]\nrequired = false\n\n"])
+def test_serve_refuses_a_non_loopback_api_without_login_even_with_the_flag(tmp_path: Path, auth: str) -> None:
+    done = _run("serve", "--config", str(_fleet(tmp_path, auth)), "--lake", str(tmp_path / "lake"),
+                "--state-dir", str(tmp_path / "state"), "--no-ui", "--api-address", "0.0.0.0",
+                "--api-port", str(free_port()), "--insecure-no-login")
+    assert done.returncode == 2, done.stderr
+    assert "refusing to serve the API on 0.0.0.0 without login" in done.stderr
+    assert not (tmp_path / "state" / "logs").exists()
+    login = plan_from_args(build_parser().parse_args(
+        ["serve", "--config", str(_fleet(tmp_path, "[auth]\nrequired = true\n\n")), "--lake", str(tmp_path / "lake"),
+         "--no-ui", "--api-address", "0.0.0.0", "--api-port", "0"]))
+    assert login.api and login.api_address == "0.0.0.0"
+    assert "--port" in Supervisor(login).components["api"].child.cmd
+
+
 def test_serve_passes_the_flag_to_the_ui_only_when_given(tmp_path: Path) -> None:
     base = ["serve", "--lake", str(tmp_path / "lake"), "--state-dir", str(tmp_path / "state"), "--ui-port", str(free_port())]
     open_plan = plan_from_args(build_parser().parse_args(

@@ -232,7 +232,7 @@ def test_bad_security_config_fails_without_network() -> None:
 def test_the_probe_refuses_to_send_a_non_read_only_request() -> None:
     # 32: DescribeConfigs; 10, 16, 15, 69, 77, 9, 2: FindCoordinator, ListGroups, DescribeGroups,
     # ConsumerGroupDescribe, ShareGroupDescribe, OffsetFetch, ListOffsets (consumer groups, read-only)
-    assert probe_mod.READ_ONLY_API_KEYS == {18, 17, 36, 60, 3, 32, 10, 16, 15, 69, 77, 9, 2}
+    assert probe_mod.READ_ONLY_API_KEYS == {18, 17, 36, 60, 3, 32, 10, 16, 15, 69, 77, 9, 2, 90}
     a, b = socket.socketpair()
     try:
         conn = probe_mod._Connection(a, time.monotonic() + 1, "c", 1024)

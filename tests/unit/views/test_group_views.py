@@ -93,3 +93,11 @@ def test_detail_tables_and_the_csv_frame() -> None:
     assert len(frame) == 5  # one row per group without partitions, one per partition of eu-group-001
     mine = frame[frame["group_id"] == "eu-group-001"]
     assert list(mine["lag"]) == [0, 10] and list(mine["client_id"]) == ["app-1", "app-1"]
+
+
+def test_a_topic_filter_that_matches_nothing_keeps_the_columns() -> None:
+    groups = _groups(3)
+    nothing = gv.filter_groups(groups, clusters=["nowhere"], topic="topic-1")
+    assert nothing.empty and list(nothing.columns) == list(groups.columns)
+    page = gv.group_page(groups.iloc[0:0], topic="topic-1")
+    assert page.total == 0 and list(page.rows.columns) == gv.LIST_COLUMNS

@@ -1,0 +1,323 @@
+"""The API's typed models: the OpenAPI 3.1 document is generated from these (never written by hand)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Page(_Model, Generic[T]):
+    """One page of a list, in a stable order; `next_cursor` fetches the next one (null: this is the last)."""
+
+    items: list[T]
+    total: int = Field(description="items matching the filters, over every page (only clusters the caller may view)")
+    limit: int
+    next_cursor: str | None = None
+
+
+class Problem(_Model):
+    """An error, as RFC 9457 problem details (application/problem+json)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+
+
+class Cluster(_Model):
+    """One cluster as its latest poll saw it."""
+
+    name: str
+    cluster_id: str | None = Field(None, description="KIP-78 cluster id from Metadata")
+    zk_cluster_id: str | None = Field(None, description="the cluster id registered in ZooKeeper (ZooKeeper mode)")
+    status: str = Field(description="ok, degraded, down, auth_failed, misrouted")
+    mode: Literal["kraft", "zookeeper", "unknown"]
+    tags: dict[str, str]
+    broker_count: int | None = None
+    brokers_reachable: int | None = None
+    controller_id: int | None = None
+    topic_count: int | None = None
+    partition_count: int | None = None
+    under_replicated: int | None = None
+    offline_partitions: int | None = None
+    versions: str = Field(description="the brokers' software and versions, e.g. 'Apache Kafka 3.9.1 ×3'")
+    error: str | None = None
+    polled_at: datetime | None = None
+
+
+class Broker(_Model):
+    """One broker of a cluster, its software and version with where the version comes from."""
+
+    cluster: str
+    broker_id: int
+    host: str | None = None
+    port: int | None = None
+    rack: str | None = None
+    is_controller: bool = False
+    reachable: bool = False
+    software_name: str | None = None
+    software_version: str | None = None
+    version_provenance: str = Field(description="reported (KIP-885), zookeeper, guessed (ApiVersions), unknown")
+    version_min: str | None = Field(None, description="guessed: the oldest release the broker fits")
+    version_max: str | None = Field(None, description="guessed: the newest release it fits (null: open-ended)")
+    version_label: str = Field(description="as the pages show it, e.g. '3.7–3.9 (guessed)'")
+    error: str | None = None
+
+
+class Topic(_Model):
+    """One topic of a cluster (KIP-516 topic id)."""
+
+    cluster: str
+    name: str
+    topic_id: str | None = None
+    partitions: int | None = None
+    replication_factor: int | None = None
+    internal: bool = False
+    under_replicated: int | None = None
+    offline_partitions: int | None = None
+
+
+class TopicIdChange(_Model):
+    """The topic was deleted and created again under the same name: a new topic id."""
+
+    old_topic_id: str | None = None
+    new_topic_id: str | None = None
+    seen_at: datetime | None = None
+
+
+class ConfigValue(_Model):
+    """A config as stored: values the broker marks sensitive (or that look like a secret) are withheld."""
+
+    name: str
+    value: str | None = None
+    source: str | None = None
+    withheld: str | None = Field(None, description="why the value is not stored (null: it is)")
+
+
+class TopicDetail(Topic):
+    """A topic with its config overrides and its recreations in the retained history."""
+
+    overrides: list[ConfigValue]
+    recreated: list[TopicIdChange]
+
+
+class BrokerConfig(_Model):
+    """A broker config of a cluster: its value per broker where they disagree."""
+
+    cluster: str
+    config: str
+    value: str
+    source: str
+    non_default: bool
+    brokers_disagree: bool
+    read_only: bool
+
+
+class ConfigComparison(_Model):
+    """One broker config side by side over the clusters asked for ('differs within the cluster' where brokers do)."""
+
+    config: str
+    differs: bool
+    values: dict[str, str]
+
+
+class Group(_Model):
+    """A consumer group: type, state, members, lag, and its status (ok, lagging, stalled, ...) with evidence."""
+
+    cluster: str
+    group_id: str
+    group_type: str
+    protocol_type: str | None = None
+    protocol: str | None = None
+    state: str | None = None
+    members: int | None = None
+    topics: int | None = None
+    partitions: int | None = None
+    lag: int | None = Field(None, description="sum of positive partition lags (a share group's: its coordinator's); "
+                                              "null when unknown, never 0 for unknown")
+    max_partition_lag: int | None = None
+    uncommitted_records: int | None = Field(None, description="records on partitions the group is assigned but has "
+                                                              "committed nothing on (log end - log start), beside "
+                                                              "the lag; null when none")
+    partitions_ahead: int | None = Field(None, description="partitions whose committed offset is past the end of the "
+                                                           "log (status offset_ahead)")
+    status: str = Field(description="ok, lagging, stalled, stopped, empty_with_lag, offset_ahead, unknown")
+    status_since: datetime | None = None
+    evidence: dict[str, object] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class PartitionLag(_Model):
+    """A group's partition as kafka-consumer-groups.sh --describe shows it (a share group's as kafka-share-groups.sh:
+    committed_offset is its start offset)."""
+
+    topic: str
+    partition: int
+    committed_offset: int | None = None
+    end_offset: int | None = None
+    lag: int | None = None
+    uncommitted_records: int | None = Field(None, description="an assigned partition without a commit: its records")
+    client_id: str | None = None
+    host: str | None = None
+    member_id: str | None = None
+
+
+class TopicLag(_Model):
+    """A group's lag on one topic (null: no partition's lag is known), and the records on its uncommitted partitions."""
+
+    topic: str
+    partitions: int
+    lag: int | None = None
+    uncommitted_records: int | None = None
+
+
+class Member(_Model):
+    """A member of a group."""
+
+    client_id: str | None = None
+    host: str | None = None
+    member_id: str | None = None
+    instance_id: str | None = None
+    member_type: str | None = None
+    partitions: int | None = None
+    assignment: str = ""
+    subscribed: str = Field("", description="the subscribed topics, and a KIP-848 member's regex")
+
+
+class GroupDetail(Group):
+    """A group with its members and its lag per topic and per partition."""
+
+    members_detail: list[Member]
+    lag_by_topic: list[TopicLag]
+    lag_by_partition: list[PartitionLag]
+
+
+class ClientSoftware(_Model):
+    """Connections of one client software and version to a cluster (the brokers' KIP-511 metrics)."""
+
+    cluster: str
+    software_name: str | None = None
+    software_version: str | None = None
+    connections: int
+    brokers: str
+    floor: str = Field(description="what Kafka 4.x says of this client (KIP-896 floors)")
+
+
+class Distribution(_Model):
+    """How one client config key's values are distributed over a cluster's client instances (KIP-1324)."""
+
+    cluster: str
+    cluster_id: str
+    client_type: str
+    key: str
+    value: str | None = None
+    instance_count: int
+    total_instances: int
+    share: float
+
+
+class Drift(_Model):
+    """How far two clusters' distributions of one key are apart (total variation distance, 0..1)."""
+
+    client_type: str
+    key: str
+    cluster_a: str
+    cluster_b: str
+    tvd: float
+
+
+class Incident(_Model):
+    """A fleet incident or client-config alert: open, or resolved, with its latest evidence."""
+
+    state: str
+    severity: str
+    source: str
+    rule: str
+    title: str
+    cluster: str | None = None
+    subject: str
+    since: datetime | None = None
+    last_seen: datetime | None = None
+    resolved: datetime | None = None
+    evidence: str
+    doc_url: str | None = None
+
+
+class ReadinessItem(_Model):
+    """One line of a cluster's checklist: pass, fail (blocks), warn, unknown (never 'ready' by omission)."""
+
+    item: str
+    status: Literal["pass", "fail", "warn", "unknown"]
+    detail: str
+
+
+class ReadinessInstance(_Model):
+    """A client instance to chase: it sets a key the target release removed or changed."""
+
+    item: str
+    client_type: str | None = None
+    key: str | None = None
+    value: str | None = None
+    client_id: str | None = None
+    group_id: str | None = None
+    client_instance_id: str | None = None
+    rule_id: str | None = None
+
+
+class ClusterReadiness(_Model):
+    """Whether one cluster is ready for the target release, and why."""
+
+    cluster: str
+    target: str
+    verdict: Literal["ready", "blocked", "unverified"]
+    reasons: str
+    checklist: list[ReadinessItem]
+    instances: list[ReadinessInstance]
+
+
+class AuditEntry(_Model):
+    """One audit record: who did or read what, through which door, from where, and the outcome."""
+
+    record_id: str
+    at: datetime
+    kind: str
+    door: str
+    action: str
+    subject: str
+    groups: list[str]
+    client_address: str
+    user_agent: str
+    clusters: list[str]
+    params: dict[str, str]
+    outcome: str
+    status: int | None = None
+    duration_ms: float | None = None
+    detail: str
+
+
+class Me(_Model):
+    """Who the API takes the caller for, and what it may read."""
+
+    login: bool = Field(description="false: login is off and the API serves loopback only")
+    subject: str
+    groups: list[str]
+    clusters: int = Field(description="clusters of the fleet this caller may view")
+    audit: bool = Field(description="whether the caller holds the audit grant")
+
+
+class Index(_Model):
+    """The API's entry point."""
+
+    version: str
+    openapi: str
+    docs: str
+    mcp: str
