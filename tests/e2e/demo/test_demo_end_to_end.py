@@ -320,8 +320,10 @@ def test_faults_show_on_their_own_rows_and_clear(demo: DemoRun, browser: Any, tm
     mine = quarantine[quarantine["position"].astype(str).str.startswith(f"{broker_file.name}:")]
     assert sorted(mine["position"]) == [f"{broker_file.name}:{n}" for n in (2, 3, 4, 5)]
     assert set(mine["reason"]) == {"malformed_json", "missing_field", "wrong_type", "too_large"}
-    main = _open(page, f"{demo.url}/client_configs")
-    assert "quarantined" in main
+    deadline = time.monotonic() + 90  # the page's cached reads and a loaded machine: within a bounded wait
+    while "quarantined" not in (main := _open(page, f"{demo.url}/client_configs")):
+        assert time.monotonic() < deadline, main
+        time.sleep(3)
 
     # Faults clear: the rows return to ok.
     assert demo.cli("lab", "--config", str(demo.lab_file), "--set-fault", "prod-eu:2:stopped=false").returncode == 0
