@@ -32,6 +32,7 @@ COMMANDS = (
     Command("demo", "run everything on the embedded default: lab fleet, poller, Spark job, UI on :8501", "backend.demo", "add_demo_arguments", "run_demo_command"),
     Command("probe", "probe brokers one by one: ApiVersions, DescribeCluster (KIP-885), version guess", "backend.kafka.probe_cli", "add_probe_arguments", "run_probe_command"),
     Command("export", "export charts and the config-drift report without the UI", "backend.export.cli", "add_export_arguments", "run_export_command"),
+    Command("search", "search the fleet: topics, groups, clients, brokers, clusters, configs (or one across the fleet)", "backend.export.search_cli", "add_search_arguments", "run_search_command"),
     Command("check", "judge a policy file against the fleet for CI: exit 0 pass, 1 violations, 2 could not evaluate", "backend.export.check", "add_check_arguments", "run_check_command"),
 )  # fmt: skip
 

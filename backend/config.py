@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, ValidationError, field_validator
 
@@ -434,6 +434,11 @@ class Settings(_Strict):
     client_metrics_window_s: float = Field(default=3_600.0, gt=0, le=30 * 86_400, allow_inf_nan=False)
     # An exporter page (or Prometheus answer) above this many bytes is refused.
     client_metrics_max_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
+    # A topic across the fleet (docs/search.md): MirrorMaker 2 names a remote copy <source alias><separator><topic>.
+    # The aliases to look for (unset: the fleet's cluster names) and replication.policy.separator.
+    mirror_aliases: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]] | None = Field(default=None,
+                                                                                                  max_length=1000)
+    mirror_separator: str = Field(default=".", pattern=r"^[A-Za-z0-9._-]{1,16}$")
     # The policy file (docs/standards.md), relative to the fleet file; unset: policies.toml beside it when present.
     policies: str | None = Field(default=None, min_length=1, max_length=4096)
 

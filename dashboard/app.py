@@ -16,6 +16,7 @@ from backend import jobs  # noqa: E402 - needs the sys.path bootstrap above
 from backend.configs.sensitive import install_log_filter  # noqa: E402
 from backend.views import fleet_views  # noqa: E402
 from dashboard import audit, auth, charts, components, data  # noqa: E402
+from dashboard.search_box import search_box  # noqa: E402
 
 PAGES = (
     ("../pages/fleet.py", "Fleet", ":material/hub:", "fleet"),
@@ -28,8 +29,13 @@ PAGES = (
     ("../pages/standards.py", "Standards", ":material/rule:", "standards"),
     ("../pages/alerts.py", "Alerts", ":material/notifications:", "alerts"),
     ("../pages/export.py", "Export", ":material/download:", "export"),
+    ("../pages/search.py", "Search", ":material/search:", "search"),
+    ("../pages/across.py", "Across the fleet", ":material/public:", "across"),
     ("../pages/audit.py", "Audit", ":material/policy:", "audit"),  # holders of the audit grant only (pages())
 )
+# Reached from links (the Search page's hits), not listed in the sidebar: Streamlit folds a list of more than 12
+# pages behind "View more".
+DETAIL_PAGES = frozenset({"across"})
 
 
 def pages() -> list[st.Page]:
@@ -42,8 +48,8 @@ def pages() -> list[st.Page]:
     default = PAGES[0]
     listed = [st.Page(default[0], title=default[1], icon=default[2], url_path="home", default=True)]
     listed.append(st.Page(default[0], title=default[1], icon=default[2], url_path=default[3], visibility="hidden"))
-    listed += [st.Page(path, title=title, icon=icon, url_path=url) for path, title, icon, url in PAGES[1:]
-               if url != "audit" or auth.may_audit_log()]
+    listed += [st.Page(path, title=title, icon=icon, url_path=url, visibility="hidden" if url in DETAIL_PAGES else "visible")
+               for path, title, icon, url in PAGES[1:] if url != "audit" or auth.may_audit_log()]
     return listed
 
 
@@ -62,6 +68,7 @@ def sidebar(access: auth.Access) -> None:
             options = fleet_views.tag_options(data.latest_clusters(location))
             for key in fleet_views.TAG_KEYS:
                 st.multiselect(key, options.get(key, []), key=f"app_tag_{key}", placeholder=f"all {key}s")
+            search_box(location)
         job_buttons(location, access)
 
 

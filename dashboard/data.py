@@ -17,7 +17,7 @@ import streamlit as st
 from backend.auth.scope import Scope
 from backend.config import default_fleet_file
 from backend.service.status import service_for_lake
-from backend.views import fleet_views, frames, lakes, readiness, standards_views
+from backend.views import fleet_views, frames, lakes, readiness, search_views, standards_views
 from backend.views.scoped import ScopedLake
 from dashboard import audit, auth
 
@@ -383,6 +383,67 @@ def _readiness(location: str, target: str, names: Visible) -> readiness.Readines
 def upgrade_readiness(location: str, target: str) -> readiness.Readiness:
     """Readiness of every cluster this session may view for the target release (backend.views.readiness)."""
     return _readiness(location, target, visible())
+# ---------------------------------------------------------------- fleet-wide search and across the fleet
+# (issue 38: backend/search keeps the index, backend/views/search_views.py queries it; filtered like every reader)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _search_reader(location: str) -> search_views.IndexReader:
+    return search_views.IndexReader(location)
+
+
+def search_index(location: str) -> search_views.IndexSnapshot:
+    """The lake's search index in memory (one per server process, refreshed when the index files change)."""
+    return _search_reader(location).snapshot()
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=128)
+def _search(location: str, text: str, mode: str, kinds: tuple[str, ...], clusters: tuple[str, ...],
+            include_deleted: bool, limit: int, names: Visible) -> search_views.SearchResult:
+    return search_views.search(search_index(location), text, scope=_scope(location, names), mode=mode,
+                               kinds=kinds or None, clusters=clusters or None, include_deleted=include_deleted,
+                               limit=limit)
+
+
+def search(location: str, text: str, *, mode: str = "substring", kinds: tuple[str, ...] = (),
+           clusters: tuple[str, ...] = (), include_deleted: bool = True,
+           limit: int = search_views.DEFAULT_LIMIT) -> search_views.SearchResult:
+    """Search the clusters this session may view (raises backend.search.query.QueryRefused for a refused query)."""
+    return _search(location, text, mode, kinds, clusters, include_deleted, limit, visible())
+
+
+def mirror_settings() -> tuple[list[str] | None, str]:
+    """The fleet file's MirrorMaker 2 source aliases (None: the cluster names) and separator."""
+    fleet, _ = auth.policy()
+    settings = fleet.settings if fleet is not None else None
+    return (settings.mirror_aliases, settings.mirror_separator) if settings is not None else (None, ".")
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=32)
+def _topic_across(location: str, name: str, aliases: tuple[str, ...] | None, separator: str,
+                  names: Visible) -> search_views.TopicAcross:
+    return search_views.topic_across(location, search_index(location), name, scope=_scope(location, names),
+                                     aliases=aliases, separator=separator)
+
+
+def topic_across(location: str, name: str, aliases: tuple[str, ...] | None, separator: str) -> search_views.TopicAcross:
+    """A topic name across the clusters this session may view."""
+    return _topic_across(location, name, aliases, separator, visible())
+
+
+@st.cache_data(ttl=SNAPSHOT_TTL_S, show_spinner=False, max_entries=32)
+def _group_across(location: str, group_id: str, names: Visible) -> search_views.GroupAcross:
+    return search_views.group_across(location, search_index(location), group_id, scope=_scope(location, names))
+
+
+def group_across(location: str, group_id: str) -> search_views.GroupAcross:
+    """A consumer group id across the clusters this session may view."""
+    return _group_across(location, group_id, visible())
+
+
+def resolve_ref(location: str, value: str, kind: str) -> str | None:
+    """The topic name or group id a link's parameter stands for, among the names this session may view."""
+    return search_views.resolve_ref(search_index(location), value, kind, scope(location))
 
 
 # ---------------------------------------------------------------- standards (issue 39: policies per tag, waivers)

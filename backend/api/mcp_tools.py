@@ -16,7 +16,9 @@ from mcp.types import ToolAnnotations
 from backend.api import queries as q
 from backend.api.access import ScopedLakes
 from backend.api.paging import Order, page_of
-from backend.views import group_views
+from backend.api.routes.search import index_of
+from backend.search.query import QueryRefused
+from backend.views import group_views, search_views
 from backend.views.scoped import ScopedLake
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -120,6 +122,21 @@ def build_mcp(state: ScopedLakes) -> MCPServer[Any]:
             raise ToolError(str(exc)) from None
         _touch(ctx, [r.cluster for r in result])
         return {"clusters": [r.model_dump(mode="json") for r in result]}
+
+    @server.tool(annotations=READ_ONLY)
+    def search_fleet(ctx: Context[Any, Any], text: str, mode: str = "substring", kind: list[str] | None = None,
+                     limit: int = 50) -> dict[str, Any]:
+        """Find topics (names, ids), consumer groups, clients (ids, principals, software, instance ids), brokers
+        (ids, hosts, racks), clusters (names, ids, tags) and broker/topic configs (keys, values) across the fleet.
+        `mode`: substring (default), prefix, or regex (RE2). Best hits first, with the field that matched."""
+        sl = _context(state, ctx, "search_fleet", {"text": text, "mode": mode, "kind": kind, "limit": limit})
+        try:
+            result = search_views.search(index_of(state.lake), text, scope=sl.seen, mode=mode, kinds=kind or None,
+                                         limit=max(1, min(limit, MAX_ROWS)))
+        except QueryRefused as exc:
+            raise ToolError(str(exc)) from None
+        _touch(ctx, sorted({h.cluster for h in result.hits}))
+        return result.to_dict()
 
     @server.tool(annotations=READ_ONLY)
     def open_incidents(ctx: Context[Any, Any], cluster: list[str] | None = None) -> dict[str, Any]:

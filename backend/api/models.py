@@ -321,3 +321,114 @@ class Index(_Model):
     openapi: str
     docs: str
     mcp: str
+
+
+# ------------------------------------------------------------------ search and across the fleet (issue 38)
+SearchKind = Literal["topic", "group", "client", "broker", "cluster", "config"]
+SearchMode = Literal["substring", "prefix", "regex"]
+
+
+class SearchHit(_Model):
+    """One entity found: what it is, where, why it matched (the field and its value), and its page in the UI."""
+
+    kind: SearchKind
+    cluster: str
+    name: str
+    field: str = Field(description="the field the text matched: name, topic_id, group_id, client_id, "
+                                   "client_instance_id, principal, software, broker_id, host, rack, cluster_id, tag, "
+                                   "key, value")
+    value: str
+    match: Literal["exact", "prefix", "substring", "regex"]
+    state: Literal["current", "deleted"]
+    cluster_id: str | None = None
+    id: str | None = Field(None, description="topic id, client instance id or cluster id, where the kind has one")
+    detail: str | None = None
+    group: str | None = None
+    resource: str | None = Field(None, description="a config's resource: 'broker 1', 'topic payments'")
+    deleted_at: datetime | None = None
+    source: str = Field(description="the index table: topic, group, member, software, instance, broker, cluster, "
+                                    "config")
+    link: str | None = Field(None, description="relative URL of its page in the UI")
+
+
+class SearchResult(_Model):
+    """The best hits of a query (exact, prefix, substring; current before deleted) and how many matched in all."""
+
+    query: str
+    mode: SearchMode
+    kinds: list[SearchKind]
+    total: int = Field(description="entities matching, over the clusters the caller may view")
+    counts: dict[str, int] = Field(description="matches per kind")
+    clusters: int = Field(description="clusters the matches are on")
+    truncated: bool = Field(description="true when total is more than the hits returned")
+    notes: list[str]
+    hits: list[SearchHit]
+
+
+class GroupOnTopic(_Model):
+    """A consumer group reading one copy of a topic: its lag on that topic, state and Burrow-style status."""
+
+    cluster: str
+    topic: str
+    group_id: str
+    group_type: str | None = None
+    state: str | None = None
+    status: str | None = None
+    lag: int | None = None
+    partitions: int
+    members: int | None = None
+    link: str
+
+
+class TopicCopy(_Model):
+    """One cluster's topic of the name (or a MirrorMaker 2 copy of it)."""
+
+    cluster: str
+    topic: str
+    relation: str
+    topic_id: str | None = None
+    partitions: int | None = None
+    replication_factor: int | None = None
+    min_insync_replicas: str | None = None
+    min_isr_source: str
+    under_replicated: int | None = None
+    internal: bool | None = None
+    configs: dict[str, str] = Field(description="effective value (and its source) of each config some copy overrides")
+    groups: int
+    lag: int | None = None
+    link: str
+
+
+class TopicAcross(_Model):
+    """A topic name across the clusters the caller may view, with its MirrorMaker 2 copies."""
+
+    name: str
+    names: list[str] = Field(description="the topic names looked for (the name, its source, its remote copies)")
+    copies: list[TopicCopy]
+    differing: list[str] = Field(description="configs whose effective values differ between copies")
+    groups: list[GroupOnTopic]
+    notes: list[str]
+
+
+class GroupCopy(_Model):
+    """One cluster's consumer group of the id."""
+
+    cluster: str
+    group_id: str
+    group_type: str | None = None
+    protocol: str | None = None
+    state: str | None = None
+    status: str | None = None
+    lag: int | None = None
+    members: int | None = None
+    topics: list[str]
+    coordinator_id: int | None = None
+    link: str
+
+
+class GroupAcross(_Model):
+    """A consumer group id across the clusters the caller may view."""
+
+    group_id: str
+    copies: list[GroupCopy]
+    notes: list[str]

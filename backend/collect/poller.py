@@ -29,6 +29,7 @@ from backend.kafka.admin import (
 )
 from backend.kafka.admin_helpers import AdminHelpers
 from backend.kafka.zk import ZkView, read_zookeeper
+from backend.search.updates import open_fleet_indexer
 from backend.standards.engine import StandardsEngine
 from backend.store.commit import CommitConflict
 from backend.store.fleet_writer import FleetWriter
@@ -604,6 +605,8 @@ def run_poller(
     # The writer restarts from the lake's current state (migrating a v1 lake first) and keeps the
     # previous state in memory, so a poll of an unchanged fleet writes only its status rows.
     writer = FleetWriter(lake)
+    # The search index follows every write (backend/search): built from the lake here when missing or behind.
+    index = open_fleet_indexer(lake, retention_days=fleet.settings.retention_days)
     previous = load_previous_state(lake)
     # The run's own collector, seeded from this lake: what it remembers (the last read and when the next is due)
     # belongs to this lake and this fleet file, never to another poller of the same process. A process-wide one kept
@@ -633,6 +636,8 @@ def run_poller(
             result = writer.write(last)
             for name, reason in result.degraded.items():
                 log.error("cluster %s of poll %s not written: %s", name, last.poll_id, reason)
+            if index is not None:
+                index.apply_write(result, now=last.polled_at)
             writer.maintain(last.polled_at, fleet.settings.retention_days)
         except CommitConflict as exc:
             # Another writer committed the lake's state first: this poll was dropped whole, and the writer
@@ -661,4 +666,6 @@ def run_poller(
             writer.close(last.polled_at)
         except (OSError, CommitConflict) as exc:
             log.error("flushing incidents to %s failed: %s", lake.location, exc)
+    if index is not None:
+        index.close()
     return last

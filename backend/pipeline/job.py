@@ -40,6 +40,7 @@ from backend.pipeline.state_store import (
     read_tables,
     write_tables,
 )
+from backend.search.updates import index_pipeline_run
 from backend.store.tables import read_table, replace_table, table_generation
 
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
@@ -249,6 +250,9 @@ def _run(paths: LakePaths, found: StateRead, state: PipelineState | None, reason
     if frames is not None:
         _switch_results(paths, frames, generation, summary, say)
     cleanup(paths, new_state)
+    # The search index's client instances follow the committed state (backend/search): the changed heads only.
+    index_pipeline_run(paths.where, state.generation if state else None, generation, changed, tables["heads"],
+                       full=bool(reason), say=say)
     if spark is not None:
         summary.spark_jobs, summary.spark_stages = _jobs_and_stages(spark, group)
         say(f"{summary.spark_jobs} Spark jobs, {summary.spark_stages} stages run")

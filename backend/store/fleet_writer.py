@@ -106,6 +106,12 @@ class WriteResult:
     degraded: dict[str, str] = field(default_factory=dict)
     incidents_opened: int = 0
     incidents_resolved: int = 0
+    # What the write committed, for the search index (backend.search.updates): the state generation it started
+    # from and the one it left, its change rows, and the state tables it rewrote per cluster and kind.
+    base_generation: int | None = None
+    generation: int | None = None
+    change_rows: pa.Table | None = None  # the change log rows written (schema `changes`), None: none
+    tables: dict[str, dict[str, pa.Table]] = field(default_factory=dict)
 
 
 def _dumps(value: Mapping[str, Any] | None) -> str | None:
@@ -169,7 +175,7 @@ class FleetWriter:
         StateConflict says so: the poll is not written (not even its status rows), nothing of it is mixed in.
         """
         self._follow_other_writer()
-        result = WriteResult()
+        result = WriteResult(base_generation=int(self.manifest.get("generation", 0)))
         changes: list[dict[str, Any]] = []
         updates: dict[str, dict[str, pa.Table]] = {}
         degraded: dict[str, str] = {}
@@ -212,6 +218,7 @@ class FleetWriter:
                 self.standards[snapshot.cluster_name] = snapshot.standards
                 history += policy_rows
                 self._standards_day[snapshot.cluster_name] = poll.polled_at.astimezone(UTC).date().isoformat()
+        change_table = pa.Table.from_pylist(changes, schema=schema_for(CHANGES)) if changes else None
         with_data = [s.cluster_name for s in poll.clusters if s.has_data and s.cluster_name not in degraded]
         alerts = [a for a in poll.alerts if a.cluster_name not in degraded]
         transitions = self.incidents.observe(poll.poll_id, poll.polled_at, alerts, with_data, poll.hold)
@@ -222,8 +229,8 @@ class FleetWriter:
         token = state.writer_token()
         manifest = self.manifest
         try:
-            if changes:
-                staged.append(self._append(CHANGES, changes, poll.poll_id))
+            if change_table is not None:
+                staged.append(self._append(CHANGES, change_table, poll.poll_id))
             if history:
                 staged.append(self._append(POLICY_STATUS, history, poll.poll_id))
             if updates:
@@ -265,6 +272,9 @@ class FleetWriter:
             self.lake.write(CLUSTER_SNAPSHOTS, table, poll_id=poll.poll_id)
             result.status_rows = len(rows)
         result.changes = len(changes)
+        result.change_rows = change_table
+        result.tables = updates
+        result.generation = int(self.manifest.get("generation", 0))
         result.clusters_rewritten = sorted(updates)
         result.degraded = degraded
         result.incidents_opened = len(transitions.opened)

@@ -187,6 +187,16 @@ def test_a_token_for_2_of_7_clusters_reads_nothing_of_the_other_5(api_rig: ApiRi
             if route == "/audit":
                 assert rig.get(route, "m-viewer").status_code == 403
                 continue
+            if route == "/search":  # the widest queries of each mode: hits of the granted clusters only, counted so
+                for params in ({"q": "e", "limit": 10000}, {"q": ".", "mode": "regex", "limit": 10000},
+                               {"q": "payments"}):
+                    answer = rig.get(route, "m-viewer", params=params)
+                    assert answer.status_code == 200, (route, answer.text)
+                    found = answer.json()
+                    assert {h["cluster"] for h in found["hits"]} <= set(GRANTED), (route, params)
+                    assert found["clusters"] <= len(GRANTED), (route, params)
+                    bodies.append(answer.content)
+                continue
             if route == "/configs/compare":
                 for name in hidden:
                     assert rig.get(route, "m-viewer", params={"cluster": [GRANTED[0], name]}).status_code == 404
@@ -233,7 +243,7 @@ def test_a_token_for_2_of_7_clusters_reads_nothing_of_the_other_5(api_rig: ApiRi
 
     # The same through every MCP tool.
     calls = [("list_clusters", {}), ("find_topic", {"search": ""}), ("find_group", {}), ("readiness", {}),
-             ("open_incidents", {})]
+             ("open_incidents", {}), ("search_fleet", {"text": "e", "limit": 200})]
     for name in hidden:
         calls += [("describe_cluster", {"cluster": name}), ("readiness", {"cluster": [name]}),
                   ("group_lag", {"cluster": name, "group": (groups_of_hidden.get(name) or ["g"])[0]}),
@@ -271,11 +281,12 @@ def test_mcp_tools_through_the_sdk_client(api_rig: ApiRig) -> None:
                                           ("find_topic", {"search": "payments"}),
                                           ("group_lag", {"cluster": "prod-eu", "group": group}),
                                           ("readiness", {"target": "4.1", "cluster": ["legacy-zk"]}),
-                                          ("open_incidents", {})])
+                                          ("open_incidents", {}),
+                                          ("search_fleet", {"text": "payments", "kind": ["topic"]})])
     assert "error" not in out, out.get("error")
     tools = {t.name: t for t in out["tools"]}
     assert set(tools) == {"list_clusters", "describe_cluster", "find_topic", "find_group", "group_lag", "readiness",
-                          "open_incidents"}
+                          "open_incidents", "search_fleet"}
     assert all(t.annotations and t.annotations.read_only_hint and not t.annotations.destructive_hint
                for t in tools.values())
 
@@ -295,6 +306,11 @@ def test_mcp_tools_through_the_sdk_client(api_rig: ApiRig) -> None:
     verdict = result("readiness", {"target": "4.1", "cluster": ["legacy-zk"]})["clusters"][0]
     assert verdict["cluster"] == "legacy-zk" and verdict["verdict"] == "blocked"
     assert result("open_incidents", {})["total"] == rig.get("/incidents").json()["total"]
+    searched = result("search_fleet", {"text": "payments", "kind": ["topic"]})
+    assert ("prod-eu", rig.lab.topic_id("prod-eu", "payments")) in {(h["cluster"], h["id"]) for h in searched["hits"]}
+    same = rig.get("/search", params={"q": "payments", "kind": "topic", "limit": 50}).json()
+    assert [(h["cluster"], h["name"], h["id"]) for h in searched["hits"]] == [
+        (h["cluster"], h["name"], h["id"]) for h in same["hits"]] and searched["total"] == same["total"]
 
 
 def test_schemathesis_every_answer_matches_the_openapi_document(api_rig: ApiRig) -> None:

@@ -28,7 +28,7 @@ import pytest
 
 from backend.store.group_readers import read_groups
 from backend.store.readers import alerts as read_alerts
-from backend.store.readers import latest_clusters
+from backend.store.readers import latest_clusters, latest_topics
 from backend.store.tables import read_table
 from tests.conftest import ARTIFACTS, page_errors, wait_for_streamlit
 from tests.rig.objectstores import S3Server
@@ -225,6 +225,23 @@ def test_every_page_shows_data_with_the_four_alert_families(demo: DemoRun, brows
     checklist = pd.read_csv(out)
     protocol = checklist[(checklist["cluster_name"] == "analytics-zk") & (checklist["item"] == "removed protocol versions")]
     assert protocol["status"].iloc[0] == "fail" and "Produce v2 by unknown unknown" in protocol["detail"].iloc[0]
+
+    # Search (issue 38): the CLI finds the lab clusters' payments topics with the ids the lake holds, over the index
+    # the demo's poller keeps; the Search page and the sidebar box find them too.
+    done = demo.cli("search", "payments", "--kind", "topic", "--current-only", "--format", "json", "--lake", str(demo.lake))
+    assert done.returncode == 0, done.stderr
+    topics = latest_topics(demo.lake, with_data=True)
+    expected = {(r.cluster_name, r.topic_id) for r in topics[topics["topic"] == "payments"].itertuples()}
+    found_ids = {(h["cluster"], h["id"]) for h in json.loads(done.stdout) if h["name"] == "payments"}
+    assert len(expected) >= 2 and found_ids == expected, (found_ids, expected)
+    main = _open(page, f"{demo.url}/search?q=payments")
+    assert re.search(r"\d+ matches in \d+ clusters", main), main[:600]
+    box = page.locator("[data-testid='stSidebar'] input[aria-label='Search the fleet']")
+    box.fill("payments")
+    box.press("Enter")
+    page.get_by_role("link", name=re.compile(r"^All \d+ results")).wait_for(timeout=30000)
+    suggestions = page.locator("[data-testid='stSidebar']").inner_text()
+    assert "payments" in suggestions and "prod-eu" in suggestions, suggestions
 
     # The Alerts page shows each family (over the whole history): filter by its rule and count what remains.
     _open(page, f"{demo.url}/alerts")

@@ -67,6 +67,8 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any, 
     assert sum(1 for a in alerts if a["rule_id"] == "CC002") == 20
     assert sum(1 for a in alerts if a["rule_id"] == "CC001") == 50  # acks=1 with idempotence
     assert first.alerts_by_severity["critical"] == 70
+    index = _client_index(lake)  # the search index's client instances follow each committed run
+    assert (index["source_generation"], index["tables"]["instance"]["base_rows"]) == (1, 200)
 
     # 1 % new snapshots: two more lines in the sink
     write_jsonl(sink / "east" / "broker-1.jsonl", [_snapshot(200), _snapshot(201)])
@@ -77,6 +79,8 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any, 
     assert second.instances == 202 and second.spark_jobs <= 8
     incremental = _dist(lake)
     assert ("east", "producer", "acks", "all", 101, 101, 1.0) in incremental
+    index = _client_index(lake)  # a refresh adds what changed: one delta of the two new instances
+    assert index["source_generation"] == 2 and index["tables"]["instance"]["delta_rows"] == 2
 
     parser = argparse.ArgumentParser()
     add_analyze_arguments(parser)
@@ -92,12 +96,29 @@ def test_full_then_incremental_refresh(spark: Any, tmp_path: Path, capsys: Any, 
     assert full.shuffle_partitions == 2 * spark.sparkContext.defaultParallelism
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
     assert _dist(lake) == incremental
+    index = _client_index(lake)  # a full run rebuilds the part
+    assert index["tables"]["instance"]["base_rows"] == 202 and index["deltas"] == []
+    from backend.search.query import search
+    from backend.search.reader import IndexReader
+
+    found = search(IndexReader(lake).snapshot(), "app-3", kinds=["client"])
+    assert found.total == 202 // 7 + 1 and {h.field for h in found.hits} == {"client_id"}
+    assert {h.cluster for h in found.hits} == {"east", "west"}  # ids no polled cluster reports: shown as they are
 
     for secret in SECRET_VALUES:
         assert lake_bytes_contain(tmp_path / "lake", secret) == [], secret
     assert not [p for p in (tmp_path / "lake" / "results").iterdir() if p.name.startswith(".")]
     stats = read_table(lake, "results/ingest_stats").to_pylist()
     assert json.dumps(stats, default=str).count("sasl.jaas.config") >= 1
+
+
+def _client_index(lake: str) -> dict[str, Any]:
+    from backend.search.store import read_manifest
+    from backend.store.location import parse_lake
+
+    manifest = read_manifest(parse_lake(lake), "clients")
+    assert manifest is not None
+    return manifest
 
 
 def _write_poll(lake: str, cluster_id: str, version: str) -> None:
