@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 demo: install deps-demo-system
 	$(PY) -m backend demo
 
-test: install-dev deps-system kafka-jars client-jars inventory-jars oidc-provider lint typecheck shifted-clock
+test: install-dev deps-system kafka-jars client-jars inventory-jars oidc-provider s3a-jars lint typecheck shifted-clock
 	mkdir -p artifacts
 	$(PY) -m pytest --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
 
@@ -98,6 +98,16 @@ $(STAMPS)/inventory-agent: tests/client-inventory/pom.xml
 
 $(STAMPS)/inventory-clients-%: tests/client-inventory/pom.xml
 	mvn -B -q -f tests/client-inventory/pom.xml -Dclients.version=$* dependency:copy-dependencies
+	mkdir -p $(STAMPS) && touch $@
+
+# What Spark needs to read and write a lake in S3 (s3a://), from Maven Central through deploy/spark-s3a/pom.xml:
+# hadoop-aws of pyspark's Hadoop, the AWS SDK v2 bundle (about 0.7 GB; ~/.m2 keeps it across clones) and the S3
+# analytics accelerator, into .cache/s3a (backend/pipeline/spark.py puts them on the driver's and executors' classpath).
+.PHONY: s3a-jars
+s3a-jars: $(STAMPS)/s3a-jars
+
+$(STAMPS)/s3a-jars: deploy/spark-s3a/pom.xml
+	mvn -B -q -f deploy/spark-s3a/pom.xml dependency:copy
 	mkdir -p $(STAMPS) && touch $@
 
 lint: install-dev

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.rig.kafka import KafkaKraftCluster, KafkaZkCluster, ZooKeeperServer
+from tests.rig.objectstores import S3Server, start_moto, start_seaweedfs
 from tests.rig.procs import LOG_FILES, REPO, free_port, log_tail
 
 CHROMIUM = "/usr/bin/chromium"
@@ -48,7 +49,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 # The fixtures that start a broker, ZooKeeper, Spark's JVM, Streamlit or Chromium. `--pure-only` keeps the tests that
 # use none of them: the ones `make test` runs again under a wall clock moved ahead (`--clock-shift`).
 RIG_FIXTURES = frozenset({"zookeeper", "kafka39", "kafka4", "kafka4_all_up", "spark", "streamlit_app", "app_server",
-                          "browser", "page"})
+                          "browser", "page", "moto_s3", "seaweed_s3", "s3_server"})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -168,6 +169,32 @@ def spark() -> Iterator[Any]:
     RIG_TIMINGS["spark"] = time.monotonic() - began
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3(rig_dir: Path) -> Iterator[S3Server]:
+    """moto's S3 server on a free 127.0.0.1 port (the reference for AWS's answers), shared by the run."""
+    began = time.monotonic()
+    server = start_moto(rig_dir / "moto")
+    RIG_TIMINGS["moto"] = time.monotonic() - began
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweed_s3(rig_dir: Path) -> Iterator[S3Server]:
+    """SeaweedFS (`weed mini`) on free 127.0.0.1 ports, telemetry off, one S3 identity; shared by the run."""
+    began = time.monotonic()
+    server = start_seaweedfs(rig_dir / "seaweedfs")
+    RIG_TIMINGS["seaweedfs"] = time.monotonic() - began
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["moto", "seaweedfs"])
+def s3_server(request: pytest.FixtureRequest) -> S3Server:
+    """Each S3-compatible server in turn (a test taking it runs on both)."""
+    return request.getfixturevalue("moto_s3" if request.param == "moto" else "seaweed_s3")  # type: ignore[no-any-return]
 
 
 @dataclass

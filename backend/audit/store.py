@@ -28,6 +28,7 @@ import pandas as pd
 
 from backend.audit.journal import journal_for, journal_hour
 from backend.audit.record import COLUMNS, AuditRecord, row_from_line
+from backend.store.commit import CommitConflict, delete_quietly
 from backend.store.lake import Lake, new_poll_id
 from backend.store.location import parse_lake
 from backend.store.progress import load_state, save_state
@@ -137,13 +138,15 @@ class AuditCompactor:
             result.rows.extend(rows)
             result.bad_lines += bad
         lake = Lake(self.lake)
+        written: list[str] = []
         if result.rows:
             by_day: dict[str, list[dict[str, Any]]] = {}
             for row in result.rows:
                 by_day.setdefault(row["at"].date().isoformat(), []).append(row)
             try:
                 for rows in by_day.values():
-                    lake.write(AUDIT, rows, poll_id=new_poll_id(max(r["at"] for r in rows)))
+                    file = lake.write(AUDIT, rows, poll_id=new_poll_id(max(r["at"] for r in rows)))
+                    written += [file] if file else []
             except (OSError, ValueError) as exc:
                 result.error = f"{type(exc).__name__}: {exc}"
                 log.error("audit: rolling %d record(s) into %s failed (tried again next run): %s",
@@ -167,7 +170,16 @@ class AuditCompactor:
         present = {p.name for p in journals}
         offsets = {k: v for k, v in offsets.items() if k in present}
         if offsets != before:
-            save_state(where, PROGRESS_AREA, PROGRESS_NAME, {"offsets": offsets, "updated_at": now.isoformat()})
+            try:
+                save_state(where, PROGRESS_AREA, PROGRESS_NAME, {"offsets": offsets, "updated_at": now.isoformat()})
+            except CommitConflict as exc:
+                # Another compactor rolled the same journals first: its rows stand, these are removed.
+                delete_quietly(where, written)
+                result.error = f"{type(exc).__name__}: {exc}"
+                log.error("audit: another compactor rolled %s first; %d record(s) left to it: %s", self.lake,
+                          len(result.rows), exc)
+                result.rows = []
+                return result
         mono = now.timestamp()
         if mono - self._last_compact >= COMPACT_EVERY_S:
             self._last_compact = mono

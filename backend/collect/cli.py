@@ -16,9 +16,12 @@ from backend.config import DEFAULT_FLEET_FILE, ENV_FLEET, FleetConfigError, load
 from backend.configs.sensitive import install_log_filter
 from backend.plain_text import visible
 from backend.signals import stop_on_signals
+from backend.store.commit import CommitConflict
 from backend.store.lake import LakeError
 from backend.store.location import LAKE_HELP, resolve_lake
 from backend.store.model import NO_DATA_STATUSES, ClusterSnapshot, FleetPoll
+
+CONFLICT_EXIT = 3  # another writer committed the lake's state first: this poll was not written
 
 
 def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +133,9 @@ def run_poll_command(args: argparse.Namespace, out: TextIO | None = None) -> int
                 on_poll=on_poll,
                 stop=stop,
             )
+    except CommitConflict as exc:
+        print(f"error: lake {lake}: {exc}", file=sys.stderr)
+        return CONFLICT_EXIT
     except (LakeError, OSError) as exc:
         print(f"error: lake {lake}: {exc}", file=sys.stderr)
         return 2

@@ -27,8 +27,7 @@ from backend.kafka import protocol as P
 from backend.kafka.admin import NodeInfo
 from backend.kafka.probe import ProbeSecurity
 from backend.store.group_model import COMMITTED, SHARE_START, GroupMember, GroupSnapshot, GroupState, PartitionLag
-from backend.store.location import parse_lake
-from backend.store.tables import read_table
+from backend.store.tables import read_table, table_files
 
 # Kafka strings are at most 32,767 bytes: every group id fits (a group id is a key, never cut).
 MAX_GROUP_ID_CHARS = 32_767
@@ -59,15 +58,12 @@ class ClientGroupConfigs:
         self.lake = lake
         self._lock = threading.Lock()
         self._read_at = float("-inf")
-        self._stamp: tuple[tuple[str, int], ...] = ()
+        self._stamp: tuple[str, ...] = ()
         self._by_cluster: dict[str, GroupConfigs] = {}
 
-    def _files(self) -> tuple[tuple[str, int], ...]:
-        import pyarrow.fs as pafs
-
-        where = parse_lake(self.lake)
-        infos = where.fs.get_file_info(pafs.FileSelector(where.path("results/group_configs"), allow_not_found=True))
-        return tuple(sorted((i.path, int(i.mtime_ns or 0)) for i in infos if i.type == pafs.FileType.File))
+    def _files(self) -> tuple[str, ...]:
+        # A switched results table names a new file at each switch (legacy directories: their file names).
+        return tuple(table_files(self.lake, "results/group_configs"))
 
     def for_cluster(self, cluster_id: str | None) -> GroupConfigs:
         """The configs of one cluster id's groups (empty when unknown)."""

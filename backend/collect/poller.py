@@ -31,6 +31,7 @@ from backend.kafka.admin_helpers import AdminHelpers
 from backend.kafka.zk import ZkView, read_zookeeper
 from backend.search.updates import open_fleet_indexer
 from backend.standards.engine import StandardsEngine
+from backend.store.commit import CommitConflict
 from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, LakeError, new_poll_id
 from backend.store.model import (
@@ -638,6 +639,13 @@ def run_poller(
             if index is not None:
                 index.apply_write(result, now=last.polled_at)
             writer.maintain(last.polled_at, fleet.settings.retention_days)
+        except CommitConflict as exc:
+            # Another writer committed the lake's state first: this poll was dropped whole, and the writer
+            # starts the next one from the state that writer committed.
+            log.error("poll %s not written to %s: %s", last.poll_id, lake.location, exc)
+            last.write_error = f"the poll was not written: {exc}"
+            if once:
+                raise
         except (OSError, LakeError, ValueError, TypeError) as exc:
             # ValueError/TypeError: a row Arrow refused (ArrowInvalid/ArrowTypeError); the next
             # cycle still runs (values are validated in poll_fleet, so this is a bug, not data).
@@ -656,7 +664,7 @@ def run_poller(
     if last is not None:
         try:
             writer.close(last.polled_at)
-        except OSError as exc:
+        except (OSError, CommitConflict) as exc:
             log.error("flushing incidents to %s failed: %s", lake.location, exc)
     if index is not None:
         index.close()

@@ -68,10 +68,10 @@ def ingest_java_log_glob(lake: str, pattern: str, cluster_id: str | None = None)
         if pending:  # ingest the block once it is whole: come back to this file next time
             stamp["size"] = stamp["mtime_ns"] = -1
         new_state[path] = {**stamp, "line": last}
-    result = (ingest_items(lake, items, "java_log", pattern, file_problems=problems) if items
-              else IngestResult("", "java_log", pattern, files_unread=problems))
+    if items:
+        return ingest_items(lake, items, "java_log", pattern, file_problems=problems, progress=(name, new_state))
     lakeio.save_progress(lake, name, new_state)
-    return result
+    return IngestResult("", "java_log", pattern, files_unread=problems)
 
 
 def ingest_properties_changed(lake: str, root: str | Path) -> IngestResult:
@@ -92,7 +92,7 @@ def ingest_properties_changed(lake: str, root: str | Path) -> IngestResult:
         new_state[rel] = stamp
         if state.get(rel) != stamp:
             changed.append(item)
-    result = (ingest_items(lake, changed, "properties", str(root), file_problems=problems) if changed
-              else IngestResult("", "properties", str(root), files_unread=problems))
+    if changed:
+        return ingest_items(lake, changed, "properties", str(root), file_problems=problems, progress=(name, new_state))
     lakeio.save_progress(lake, name, new_state)
-    return result
+    return IngestResult("", "properties", str(root), files_unread=problems)

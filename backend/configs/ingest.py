@@ -30,6 +30,7 @@ from backend.configs.record import (
 )
 from backend.configs.sensitive import WITHHELD, safe_excerpt
 from backend.plain_text import utf8_safe
+from backend.store.commit import CommitConflict
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 
 
@@ -110,12 +111,15 @@ def _cut_value_withheld(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest_items(lake: str, items: list[RawItem], source: str, location: str, *,
-                 file_problems: dict[str, str] | None = None) -> IngestResult:
-    """Validate items, write snapshots and quarantine to the lake, record ingest_stats.
+                 file_problems: dict[str, str] | None = None,
+                 progress: tuple[str, dict[str, Any]] | None = None) -> IngestResult:
+    """Validate items, write snapshots and quarantine to the lake, commit the reader's progress, record ingest_stats.
 
     One bad record costs only itself: a record that cannot be parsed, validated or written is quarantined with its
     reason and counted, and every other record of the batch is written. ``file_problems``: files of the source that
-    could not be read (whole), kept in the result and in ingest_stats.
+    could not be read (whole), kept in the result and in ingest_stats. ``progress`` (name, state): the reader's
+    position after these items, committed over the version this process loaded; when another ingest of the same
+    source moved it first, the files written here are removed and CommitConflict is raised (nothing counted twice).
     """
     now = datetime.now(UTC)
     result = IngestResult(run_id=uuid.uuid4().hex, source=source, location=location,
@@ -141,7 +145,13 @@ def ingest_items(lake: str, items: list[RawItem], source: str, location: str, *,
     result.files_written = lakeio.write_snapshots(lake, snapshots, now)
     result.records_written = len(snapshots)
     result.rows_written = sum(len(s.configs) for s in snapshots)
-    lakeio.write_quarantine(lake, rejected, now)
+    quarantined = lakeio.write_quarantine(lake, rejected, now)
+    if progress is not None:
+        try:
+            lakeio.save_progress(lake, *progress)
+        except CommitConflict:
+            lakeio.remove_files(lake, [*result.files_written, *([quarantined] if quarantined else [])])
+            raise
     lakeio.append_ingest_stats(lake, result.stats_rows(now))
     return result
 
@@ -194,9 +204,7 @@ def ingest_sink(lake: str, sink_dir: str | Path, *, skip_empty: bool = False) ->
     items, new_state = read_sink(sink_dir, state, problems=problems)
     if skip_empty and not items:  # nothing new: nothing written (a file that stays unreadable is reported, not logged)
         return IngestResult(run_id=uuid.uuid4().hex, source="sink", location=str(sink_dir), files_unread=problems)
-    result = ingest_items(lake, items, "sink", str(sink_dir), file_problems=problems)
-    lakeio.save_progress(lake, state_name, new_state)
-    return result
+    return ingest_items(lake, items, "sink", str(sink_dir), file_problems=problems, progress=(state_name, new_state))
 
 
 TOPIC_BATCH = 10_000
@@ -218,10 +226,11 @@ def ingest_topic(
     while True:  # bounded batches: validated and written before the next is read, progress saved after each
         items, state = read_topic(topic, bootstrap, state, timeout_s, extra_config, max_messages=batch)
         if not (skip_empty and not items):
-            part = ingest_items(lake, items, "topic", f"{bootstrap}/{topic}")
+            part = ingest_items(lake, items, "topic", f"{bootstrap}/{topic}", progress=(state_name, state))
             total.add(part)
             total.batches += 1
-        lakeio.save_progress(lake, state_name, state)
+        else:
+            lakeio.save_progress(lake, state_name, state)
         if len(items) < batch or (should_stop is not None and should_stop()):
             return total
 

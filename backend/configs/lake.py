@@ -10,11 +10,12 @@ import pyarrow as pa
 
 from backend.configs.record import Rejected, Snapshot
 from backend.plain_text import utf8_safe
-from backend.store.atomic import write_parquet_atomic
+from backend.store.atomic import create_parquet
+from backend.store.commit import delete_quietly
 from backend.store.config_schemas import SCHEMA_VERSION, arrow_schema
 from backend.store.location import parse_lake
 from backend.store.progress import load_state, save_state
-from backend.store.tables import read_table, replace_table
+from backend.store.tables import update_table
 
 INGEST_STATE_AREA = "ingest"
 
@@ -59,7 +60,7 @@ def write_snapshots(lake: str, snapshots: list[Snapshot], ingested_at: datetime)
         if table.num_rows == 0:
             continue
         path = where.path("client_configs", f"date={day}", f"{uuid.uuid4().hex}.parquet")
-        write_parquet_atomic(where, path, table)
+        create_parquet(where, path, table)
         written.append(path)
     return written
 
@@ -83,14 +84,20 @@ def write_quarantine(lake: str, rejected: list[Rejected], at: datetime) -> str |
         schema=arrow_schema("quarantine"),
     )
     path = where.path("quarantine", f"date={at.date().isoformat()}", f"{uuid.uuid4().hex}.parquet")
-    write_parquet_atomic(where, path, table)
+    create_parquet(where, path, table)
     return path
 
 
 def append_ingest_stats(lake: str, rows: pa.Table) -> None:
-    """Add one run's counters to results/ingest_stats (rewritten atomically)."""
-    current = read_table(lake, "results/ingest_stats")
-    replace_table(lake, "results/ingest_stats", pa.concat_tables([current, rows.cast(arrow_schema("ingest_stats"))]))
+    """Add one run's counters to results/ingest_stats (switched whole; read and added again if another run switched
+    it first, so no run's counters are lost)."""
+    update_table(lake, "results/ingest_stats",
+                 lambda current: pa.concat_tables([current, rows.cast(arrow_schema("ingest_stats"))]))
+
+
+def remove_files(lake: str, paths: list[str]) -> None:
+    """Remove files an ingest wrote and did not commit (its progress lost to another ingest of the source)."""
+    delete_quietly(parse_lake(lake), paths)
 
 
 def load_progress(lake: str, name: str) -> dict[str, object]:
@@ -99,5 +106,5 @@ def load_progress(lake: str, name: str) -> dict[str, object]:
 
 
 def save_progress(lake: str, name: str, state: dict[str, object]) -> None:
-    """Atomically replace a reader's progress file."""
+    """Commit a reader's progress file over the version this process loaded (CommitConflict if another moved it)."""
     save_state(lake, INGEST_STATE_AREA, name, state)

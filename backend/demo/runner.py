@@ -17,7 +17,7 @@ from pathlib import Path
 from backend.auth.exposure import INSECURE_FLAG, decide_exposure, is_loopback
 from backend.config import AuthSettings
 from backend.demo.zookeeper import LocalZooKeeper, start_local_zookeeper
-from backend.store.location import parse_lake, resolve_lake
+from backend.store.location import LakeLocationError, parse_lake, resolve_lake
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "policies.example.toml"  # the standard the demo holds its lab fleet to (docs/standards.md)
@@ -36,8 +36,12 @@ def _metrics_port(wanted: int) -> int:
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the demo command's options."""
     parser.add_argument("--lab", default=str(REPO / "lab.toml"), help="lab fleet file (default: lab.toml)")
-    parser.add_argument("--lake", default=None, help="lake directory (default: $FLEETVIEW_LAKE, else ./lake)")
-    parser.add_argument("--state-dir", default=None, help="lab state and sink (default: the lab file's state_dir); the service's logs are under <lake>/_state/service")
+    parser.add_argument("--lake", default=None,
+                        help="lake directory or s3://bucket/prefix (default: $FLEETVIEW_LAKE, else ./lake); on S3 the "
+                             "endpoint and credentials come from the AWS variables (AWS_ENDPOINT_URL, ...)")
+    parser.add_argument("--state-dir", default=None,
+                        help="lab state and sink (default: the lab file's state_dir); the service's logs are under "
+                             "<lake>/_state/service (an s3:// lake: <state dir>/service)")
     parser.add_argument("--port", type=int, default=8501, help="UI port (default: 8501)")
     parser.add_argument("--metrics-port", type=int, default=9308,
                         help="Prometheus /metrics, /healthz, /readyz (default: 9308; a free one when that is taken or 0)")
@@ -103,8 +107,16 @@ def run_demo_command(args: argparse.Namespace) -> int:
     if not args.no_ui and not _port_free(args.port):
         print(f"demo: port {args.port} is in use (another demo or Streamlit?); stop it or pass --port", file=sys.stderr)
         return 2
-    lake = Path(parse_lake(resolve_lake(args.lake)).root)
-    lake.mkdir(parents=True, exist_ok=True)
+    try:
+        where = parse_lake(resolve_lake(args.lake))
+    except LakeLocationError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    if where.local:
+        Path(where.root).mkdir(parents=True, exist_ok=True)
+        lake = where.root
+    else:
+        lake = where.text  # the service, its children and the UI all open this URI
     state = DemoState()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -157,7 +169,7 @@ def demo_fleet_file(lab: object, path: Path, args: argparse.Namespace, sink_dir:
     return path
 
 
-def _run(args: argparse.Namespace, config: object, lake: Path, state: DemoState) -> int:
+def _run(args: argparse.Namespace, config: object, lake: str, state: DemoState) -> int:
     from backend.config import load_fleet
     from backend.lab.clientgen import generate_clients, push_all
     from backend.lab.fleet import LabFleet
@@ -207,7 +219,10 @@ def _run(args: argparse.Namespace, config: object, lake: Path, state: DemoState)
                                  api_port)
     fleet = load_fleet(fleet_file)
     service = fleet.service
-    plan = ServicePlan(fleet=fleet, fleet_file=fleet_file, lake=str(lake), state_dir=default_state_dir(str(lake)),
+    # A local lake keeps the service's status and logs in it; an object-store lake cannot: beside the lab's state.
+    state_dir = (default_state_dir(lake) if parse_lake(lake).local
+                 else Path(config.state_dir) / "service")  # type: ignore[attr-defined]
+    plan = ServicePlan(fleet=fleet, fleet_file=fleet_file, lake=lake, state_dir=state_dir,
                        ui=service.ui, ui_address=service.ui_address, ui_port=service.ui_port,
                        metrics_address=service.metrics_address, metrics_port=service.metrics_port,
                        api=service.api, api_address=service.api_address, api_port=service.api_port,
@@ -220,7 +235,7 @@ def _run(args: argparse.Namespace, config: object, lake: Path, state: DemoState)
     return serve(plan, duration_s=args.duration)
 
 
-def _banner(supervisor: object, args: argparse.Namespace, lake: Path) -> None:
+def _banner(supervisor: object, args: argparse.Namespace, lake: str) -> None:
     """The demo's banner, as before it ran on the service: where everything is, one line each."""
     components = supervisor.components  # type: ignore[attr-defined]
     poller = components["poll"].child
@@ -241,13 +256,13 @@ def _banner(supervisor: object, args: argparse.Namespace, lake: Path) -> None:
     print(f"  spark job: ingest of the PushConfig sink, analyze in a warm Spark driver after the first poll and every "
           f"{args.analyze_interval:.0f}s" + (f" (pid {analyze.child.pid})" if analyze else "") + f", logs in {logs}",
           flush=True)
-    print(f"  lake: {lake}", flush=True)
+    print(f"  lake: {lake.split('?', 1)[0]}", flush=True)
     print(f"  standards: {POLICIES.name}, judged every poll (Standards page; python -m backend check --policies "
-          f"{POLICIES.name} --lake {lake})", flush=True)
+          f"{POLICIES.name} --lake {lake.split('?', 1)[0]})", flush=True)
     print("Press Ctrl-C once to stop everything.", flush=True)
 
 
-def _scenario(lab: object, lake: Path, state: DemoState) -> None:
+def _scenario(lab: object, lake: str, state: DemoState) -> None:
     """After the first poll, recreate one topic so the next poll sees a new topic id."""
     while not state.stop.wait(1.0):
         if _latest_poll(lake):
@@ -255,7 +270,7 @@ def _scenario(lab: object, lake: Path, state: DemoState) -> None:
             return
 
 
-def _latest_poll(lake: Path) -> str | None:
+def _latest_poll(lake: str) -> str | None:
     from backend.store.readers import latest_poll_id
 
     try:

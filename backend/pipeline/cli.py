@@ -8,6 +8,7 @@ import threading
 import time
 
 from backend.config import configured_lake
+from backend.store.commit import CommitConflict
 from backend.store.location import LAKE_HELP
 
 
@@ -33,6 +34,7 @@ def _settings(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
 
 
 STOPPED_EXIT = 143
+CONFLICT_EXIT = 3  # another analyze run committed the pipeline's state first: nothing of this run was kept
 
 
 def _cancel_until(done: threading.Event, timeout_s: float = 10.0) -> None:
@@ -75,6 +77,9 @@ def run_analyze_command(args: argparse.Namespace) -> int:
             summary = run_analysis(lake, master=master, full=args.full, window_days=args.window_days,
                                    progress=lambda msg: print(f"  .. {msg}", flush=True), short_lived=True,
                                    driver_host=driver_host)
+    except CommitConflict as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return CONFLICT_EXIT
     except Exception:
         if not stopping.is_set():
             raise

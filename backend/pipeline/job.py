@@ -28,21 +28,20 @@ from backend.pipeline import results as RS
 from backend.pipeline import rules as R
 from backend.pipeline.spark import SMALL_RUN_ROWS, get_spark, jvm_flags, size_session
 from backend.pipeline.state_store import (
-    BROKER_VERSIONS,
     COUNT_SCHEMA,
-    MANIFEST,
-    STATE,
-    STATE_DIR,
     LakePaths,
     PipelineState,
+    StateRead,
     cleanup,
+    commit_state,
+    drop_tables,
     empty_tables,
-    load_state,
+    read_state,
     read_tables,
     write_tables,
 )
 from backend.search.updates import index_pipeline_run
-from backend.store.tables import read_table
+from backend.store.tables import read_table, replace_table, table_generation
 
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
                  "drift_keys", "group_drift", "group_configs", "client_versions", "config_alerts")
@@ -119,6 +118,12 @@ def _ingest_totals(lake: str) -> tuple[int, int, int]:
     return total("quarantined"), total("sensitive_dropped"), total("untyped")
 
 
+def _results_behind(paths: LakePaths, state: PipelineState | None) -> bool:
+    """Whether a results table is older than the committed state says (a run stopped between commit and switch)."""
+    return state is not None and any(table_generation(paths.where, f"results/{name}") < state.results_generation
+                                     for name in SPARK_RESULTS)
+
+
 def _full_reason(full: bool, window_days: float | None, state: PipelineState | None, paths: LakePaths) -> str:
     if full:
         return "--full"
@@ -152,17 +157,18 @@ def run_analysis(
     driver leaves it false. ``driver_host``: where a driver this run starts listens (default loopback).
     """
     paths = LakePaths(lake)
-    state = None if full else load_state(paths)
+    found = read_state(paths)
+    state = None if full else found.state
     reason = _full_reason(full, window_days, state, paths)
-    summary = _run(paths, state, reason, master, window_days, progress, short_lived, driver_host)
+    summary = _run(paths, found, state, reason, master, window_days, progress, short_lived, driver_host)
     if summary is None:  # the state needs files that are gone: a full run instead
-        summary = _run(paths, None, "files the state was built from are gone", master, window_days, progress,
+        summary = _run(paths, found, None, "files the state was built from are gone", master, window_days, progress,
                        short_lived, driver_host)
     assert summary is not None
     return summary
 
 
-def _run(paths: LakePaths, state: PipelineState | None, reason: str, master: str | None,
+def _run(paths: LakePaths, found: StateRead, state: PipelineState | None, reason: str, master: str | None,
          window_days: float | None, progress: Callable[[str], None] | None, short_lived: bool,
          driver_host: str | None) -> AnalysisSummary | None:
     started = time.monotonic()
@@ -171,12 +177,14 @@ def _run(paths: LakePaths, state: PipelineState | None, reason: str, master: str
     summary = AnalysisSummary(lake=lake, full=bool(reason), full_reason=reason)
     summary.quarantined, summary.sensitive_dropped, summary.untyped = _ingest_totals(lake)
     all_files = paths.config_files()
-    saved = paths.read_json(STATE_DIR, MANIFEST)
-    done = {str(f) for f in saved} if isinstance(saved, list) and state is not None else set()
+    done = set(state.processed_files) if state is not None else set()
     new_files = all_files if reason else [f for f in all_files if f not in done]
     brokers_seen = broker_versions_seen(lake)
-    brokers_changed = paths.read_json(STATE_DIR, BROKER_VERSIONS) != brokers_seen
-    if not reason and not new_files and not brokers_changed:
+    brokers_changed = state is None or state.broker_versions != brokers_seen
+    behind = _results_behind(paths, state)
+    if behind:
+        say("results tables are behind the committed state (a run stopped before switching them): writing them")
+    if not reason and not new_files and not brokers_changed and not behind:
         summary.skipped = True
         summary.duration_s = time.monotonic() - started
         say("nothing new; results are current")
@@ -191,7 +199,8 @@ def _run(paths: LakePaths, state: PipelineState | None, reason: str, master: str
     group = f"fleetview-analyze-{uuid.uuid4().hex}"
     if new_files:
         rows_in = paths.config_rows(new_files)
-        spark = get_spark(master, short_lived=short_lived and rows_in <= SMALL_RUN_ROWS, driver_host=driver_host)
+        spark = get_spark(master, short_lived=short_lived and rows_in <= SMALL_RUN_ROWS, driver_host=driver_host,
+                          lake=lake)
         spark.sparkContext.setJobGroup(group, "fleetview analyze", interruptOnCancel=False)
         size_session(spark, rows_in)
         snapshots = passes.snapshot_table(passes.read_rows(spark, _spark_paths(paths, new_files)))
@@ -216,21 +225,30 @@ def _run(paths: LakePaths, state: PipelineState | None, reason: str, master: str
             tables = _fold(spark, paths, tables, changed, replaced, new_files + reread, summary, say)
             tables["heads"] = heads_after
     summary.instances = tables["heads"].num_rows
-    if changed.num_rows or reason or brokers_changed or not paths.exists("results", "config_alerts"):
-        _write_results(paths, tables, brokers_seen, summary, say)
-    else:
+    generation = found.generation + 1
+    rewrite = bool(changed.num_rows or reason or brokers_changed or behind
+                   or not paths.exists("results", "config_alerts"))
+    frames = _results_frames(tables, brokers_seen, summary) if rewrite else None
+    if frames is None:
         say("no instance changed; results are current")
         for name in SPARK_RESULTS:
             summary.result_rows[name] = read_table(lake, f"results/{name}").num_rows
         summary.alerts_by_severity = dict(Counter(read_table(lake, "results/config_alerts").column("severity").to_pylist()))
-    generation = (state.generation if state else 0) + 1
     kept = state.tables if state is not None and not changed.num_rows and not reason else None
-    new_state = PipelineState(generation, kept or write_tables(paths, tables, generation), window_days)
-    # Commit: state.json names the new generation. A crash before this line leaves the previous state
-    # current; reading files it already holds again changes nothing (their snapshots supersede nothing).
-    paths.write_json(new_state.to_json(), STATE_DIR, STATE)
-    paths.write_json(sorted(done | set(new_files)), STATE_DIR, MANIFEST)
-    paths.write_json(brokers_seen, STATE_DIR, BROKER_VERSIONS)
+    written = None if kept else write_tables(paths, tables, generation)
+    new_state = PipelineState(generation, kept or written or "", window_days, sorted(done | set(new_files)),
+                              brokers_seen, generation if frames is not None else (state.results_generation if state else 0))
+    # Commit: state.json names the new generation, over the version this run read. A crash before this line leaves
+    # the previous state current (reading files it already holds again changes nothing: their snapshots supersede
+    # nothing); a run that committed first wins, and this one removes its generation and stops here.
+    try:
+        commit_state(paths, new_state, found.version)
+    except BaseException:
+        if written is not None:
+            drop_tables(paths, written)
+        raise
+    if frames is not None:
+        _switch_results(paths, frames, generation, summary, say)
     cleanup(paths, new_state)
     # The search index's client instances follow the committed state (backend/search): the changed heads only.
     index_pipeline_run(paths.where, state.generation if state else None, generation, changed, tables["heads"],
@@ -278,9 +296,9 @@ def _fold(spark: SparkSession, paths: LakePaths, tables: dict[str, pa.Table], ch
             "heads": tables["heads"]}
 
 
-def _write_results(paths: LakePaths, tables: dict[str, pa.Table], brokers_seen: list[list[str]],
-                   summary: AnalysisSummary, say: Callable[[str], None]) -> None:
-    """Every results table, from the state's tables and the brokers' versions, written with pyarrow."""
+def _results_frames(tables: dict[str, pa.Table], brokers_seen: list[list[str]],
+                    summary: AnalysisSummary) -> dict[str, pa.Table]:
+    """Every results table, from the state's tables and the brokers' versions, on the driver."""
     computed_at = datetime.now(UTC)
     counts = RS.count_frames(tables["counts"], tables["heads"])
     frames = RS.results_tables(counts)
@@ -289,10 +307,19 @@ def _write_results(paths: LakePaths, tables: dict[str, pa.Table], brokers_seen: 
                          + RS.group_disagreement_alerts(frames["group_drift"]), columns=list(RS.ALERT_FIELDS))
     per_instance = RS.instance_alerts(tables["alerts"], tables["heads"].to_pandas(), brokers)
     frames["config_alerts"] = pd.concat([per_instance, fleet], ignore_index=True)
+    out = {}
     for name, frame in frames.items():
-        paths.replace_dir_table(RS.to_arrow(frame, name, computed_at), "results", name)
+        out[name] = RS.to_arrow(frame, name, computed_at)
         summary.result_rows[name] = len(frame)
     summary.alerts_by_severity = {str(k): int(v) for k, v in frames["config_alerts"]["severity"].value_counts().items()}
+    return out
+
+
+def _switch_results(paths: LakePaths, frames: dict[str, pa.Table], generation: int, summary: AnalysisSummary,
+                    say: Callable[[str], None]) -> None:
+    """Switch every results table to this run's (committed) generation, unless a newer run's is already there."""
+    for name, table in frames.items():
+        replace_table(paths.where, f"results/{name}", table, generation=generation)
     say(f"wrote {len(frames)} results tables; {summary.instances} client instances")
 
 

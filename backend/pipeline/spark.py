@@ -5,7 +5,11 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from backend.store.location import LakeLocation, parse_lake, s3_endpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,6 +34,53 @@ SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # holds every cluster's client configs: it listens on loopback unless the fleet file names a reachable address
 # (`spark_driver_host`, for a remote master; docs/spark.md, "Where the driver listens").
 LOOPBACK = "127.0.0.1"
+# s3a:// needs hadoop-aws (of pyspark's Hadoop) and the AWS SDK v2 bundle on the driver's and executors' classpath:
+# `make s3a-jars` puts them in .cache/s3a (deploy/spark-s3a/pom.xml); elsewhere $FLEETVIEW_S3A_JARS names a directory
+# of jars (or a classpath) that exists on the driver and on every worker (docs/deploy.md).
+S3A_JARS_ENV = "FLEETVIEW_S3A_JARS"
+REPO_S3A_JARS = Path(__file__).resolve().parents[2] / ".cache" / "s3a"
+# The AWS SDK's own chain: environment, web identity (Kubernetes service accounts), AWS_PROFILE, container and
+# instance roles. Credentials never go into Spark's configuration, where its UI and logs could show them.
+S3A_CREDENTIALS = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+
+
+def s3a_classpath(environ: dict[str, str] | None = None) -> str | None:
+    """The classpath entry holding hadoop-aws and the AWS SDK bundle: $FLEETVIEW_S3A_JARS, else .cache/s3a."""
+    env = os.environ if environ is None else environ
+    given = env.get(S3A_JARS_ENV, "").strip()
+    if given:
+        return given if (":" in given or given.endswith("*") or given.endswith(".jar")) else f"{given.rstrip('/')}/*"
+    if REPO_S3A_JARS.is_dir() and any(REPO_S3A_JARS.glob("hadoop-aws-*.jar")):
+        return f"{REPO_S3A_JARS}/*"
+    return None
+
+
+def s3a_settings(lake: LakeLocation, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Spark settings for reading and writing an s3:// lake as s3a://: endpoint, addressing, region, committer.
+
+    The endpoint is the URI's endpoint_override, else $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL (an S3-compatible store
+    on its own address is addressed by path); credentials come from the AWS SDK's default chain on the driver and on
+    each executor. Writes through Spark use the S3A magic committer (Hadoop's recommendation for S3).
+    """
+    if not lake.s3:
+        return {}
+    env = os.environ if environ is None else environ
+    out = {
+        "spark.hadoop.fs.s3a.aws.credentials.provider": S3A_CREDENTIALS,
+        "spark.hadoop.fs.s3a.committer.name": "magic",
+        "spark.hadoop.fs.s3a.committer.magic.enabled": "true",
+        "spark.hadoop.fs.s3a.connection.establish.timeout": "10s",
+    }
+    endpoint = s3_endpoint(lake.endpoint, env)
+    region = lake.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if endpoint:
+        out["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        out["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(urlsplit(endpoint).scheme == "https").lower()
+        region = region or "us-east-1"
+    if region:
+        out["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return out
 
 
 @dataclass(frozen=True)
@@ -110,12 +161,13 @@ def driver_address(resolved_master: str | None, driver_host: str | None) -> str 
 
 
 def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *,
-              short_lived: bool = False, driver_host: str | None = None) -> SparkSession:
+              short_lived: bool = False, driver_host: str | None = None, lake: str | None = None) -> SparkSession:
     """Build (or reuse) the SparkSession: quiet logs, UTC, few shuffle partitions when local.
 
     ``short_lived``: this process runs one small job and exits; a JVM this call starts gets
     SHORT_RUN_JAVA_OPTIONS. A session that already runs keeps its JVM as it is.
     ``driver_host``: the address the driver binds and advertises (default: 127.0.0.1, see driver_address).
+    ``lake``: an s3:// lake adds the s3a settings and the jars that read it (s3a_settings, s3a_classpath).
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -147,10 +199,24 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *
         builder = builder.config("spark.driver.host", address).config("spark.driver.bindAddress", address)
     if short_lived and resolved is not None and SparkContext._active_spark_context is None:
         builder = builder.config("spark.driver.extraJavaOptions", SHORT_RUN_JAVA_OPTIONS)
+    where = parse_lake(lake) if lake else None
+    settings = s3a_settings(where) if where is not None else {}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    classpath = s3a_classpath()
+    if classpath:  # whatever the lake: a session outlives one lake (tests, a later s3:// run in the same process)
+        builder = (builder.config("spark.driver.extraClassPath", classpath)
+                   .config("spark.executor.extraClassPath", classpath))
     if resolved is not None and resolved.startswith("local"):
         builder = builder.config("spark.sql.shuffle.partitions", "4").config(
             "spark.default.parallelism", "4"
         )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if settings:
+        # A context that already ran keeps the Hadoop settings it started with: set them on it (every DataFrame and
+        # RDD job takes its Hadoop configuration from there, to the driver and the executors).
+        hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        for key, value in settings.items():
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
     return session

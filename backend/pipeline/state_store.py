@@ -1,39 +1,44 @@
 """The pipeline's incremental state under lake/_state/pipeline: three small tables the driver keeps.
 
-- ``<generation>/heads.parquet``: one row per client instance, its latest snapshot (backend.pipeline.heads);
-- ``<generation>/counts.parquet``: instances per (cluster, client type, group.id, key, spelling, type,
+- ``g<generation>-<hex>/heads.parquet``: one row per client instance, its latest snapshot (backend.pipeline.heads);
+- ``g<generation>-<hex>/counts.parquet``: instances per (cluster, client type, group.id, key, spelling, type,
   is_default) over every instance's latest entries (what the value and group counts are made of);
-- ``<generation>/alerts.parquet``: the per-instance rules' alerts of every instance (instance, rule, values);
-- ``state.json`` names the current generation; it is written last, so a run that stops anywhere leaves
-  the previous state current. ``processed_files.json`` and ``broker_versions.json`` follow it: a crash
-  between them makes the next run read files already folded in, which changes nothing.
+- ``g<generation>-<hex>/alerts.parquet``: the per-instance rules' alerts of every instance (instance, rule, values);
+- ``state.json`` (format 7): the current generation, its tables' directory, the client_configs files folded in,
+  the broker versions CC018 last saw, and the generation whose results tables are current. It is the commit: written
+  last and conditionally, over the version the run read (S3 If-Match, a compare-and-rename locally), so a run that
+  stops anywhere leaves the previous state current, and of two runs that read the same state only one commits (the
+  other gets PipelineConflict and removes its generation directory). The results tables are switched after the
+  commit, each to the run's generation only if older (backend.store.tables); a run that finds them behind the state
+  (a crash between the two) writes them again from the state.
 
-A generation directory is written whole before state.json names it and is never changed after.
+A generation directory is written whole before state.json names it and is never changed after; older ones are
+deleted after a commit (never a newer one: another run may be writing it).
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from backend.pipeline.heads import HEAD_SCHEMA
-from backend.store.atomic import read_json, write_json_atomic, write_parquet_atomic
+from backend.store.atomic import commit_json, create_parquet, read_json, read_json_versioned, remove_stale_temps
+from backend.store.commit import CommitConflict, delete_quietly
 from backend.store.config_schemas import SCHEMA_VERSION
 from backend.store.location import parse_lake
 
 STATE_DIR = "_state/pipeline"
 STATE = "state.json"
-MANIFEST = "processed_files.json"
-BROKER_VERSIONS = "broker_versions.json"  # the broker versions the last run's CC018 saw
-# 6: heads, counts and alerts kept by the driver. Older formats (5: heads and entries written by
-# Spark with a tally) are rebuilt by a full run.
-STATE_FORMAT = 6
+# 7: the processed files and broker versions inside state.json (one commit), results switched after it.
+# Older formats (6: processed_files.json and broker_versions.json beside it; 5: Spark-written heads, entries and
+# tallies) are rebuilt by a full run.
+STATE_FORMAT = 7
 COUNT_SCHEMA = pa.schema([
     ("cluster_id", pa.string()), ("client_type", pa.string()), ("group_id", pa.string()), ("key", pa.string()),
     ("raw_value", pa.string()), ("type", pa.string()), ("is_default", pa.bool_()), ("n", pa.int64()),
@@ -41,6 +46,11 @@ COUNT_SCHEMA = pa.schema([
 ALERT_SCHEMA = pa.schema([("client_instance_id", pa.string()), ("rule_id", pa.string()),
                           ("observed_json", pa.string())])
 SCHEMAS = {"heads": HEAD_SCHEMA, "counts": COUNT_SCHEMA, "alerts": ALERT_SCHEMA}
+_GENERATION_DIR = re.compile(r"^g(\d+)-[0-9a-f]+$")
+
+
+class PipelineConflict(CommitConflict):
+    """Another analyze run committed the pipeline's state first; this run's state and results were dropped."""
 
 
 @dataclass
@@ -50,14 +60,28 @@ class PipelineState:
     generation: int
     tables: str  # the generation directory holding heads, counts and alerts
     window_days: float | None
+    processed_files: list[str] = field(default_factory=list)  # client_configs files folded in (relative paths)
+    broker_versions: list[list[str]] = field(default_factory=list)  # what CC018 last compared with
+    results_generation: int = 0  # the generation whose results tables are current
 
     def to_json(self) -> dict[str, object]:
         return {"format": STATE_FORMAT, "schema_version": SCHEMA_VERSION, "generation": self.generation,
-                "tables": self.tables, "window_days": self.window_days}
+                "tables": self.tables, "window_days": self.window_days, "processed_files": self.processed_files,
+                "broker_versions": self.broker_versions, "results_generation": self.results_generation}
+
+
+@dataclass
+class StateRead:
+    """What a run found in state.json: the usable state (None: a full run), the version to commit over, and the
+    generation stored there whatever its format (the next one is above it)."""
+
+    state: PipelineState | None
+    version: str | None
+    generation: int
 
 
 class LakePaths:
-    """Paths of one lake for pyarrow (listing, state files, renames) and for Spark."""
+    """Paths of one lake for pyarrow (listing, state files) and for Spark."""
 
     def __init__(self, lake: str) -> None:
         self.lake = lake
@@ -94,43 +118,44 @@ class LakePaths:
     def read_json(self, *parts: str) -> object:
         return read_json(self.where, self.path(*parts))
 
-    def write_json(self, obj: object, *parts: str) -> None:
-        write_json_atomic(self.where, self.path(*parts), obj)
 
-    def replace_dir_table(self, table: pa.Table, *parts: str) -> None:
-        """Write an Arrow table as one Parquet file in a directory next to the target, then swap it in."""
-
-        def write(tmp: list[str]) -> None:
-            self.fs.create_dir(self.path(*tmp), recursive=True)
-            pq.write_table(table, self.path(*tmp, "part-0.parquet"), filesystem=self.fs, compression="zstd")
-
-        self._swap_in(write, parts)
-
-    def _swap_in(self, write: Callable[[list[str]], None], parts: tuple[str, ...]) -> None:
-        parent = posixpath.join(*parts[:-1]) if len(parts) > 1 else ""
-        tmp_name = f".tmp-{parts[-1]}-{uuid.uuid4().hex}"
-        write([p for p in (parent, tmp_name) if p])
-        target = self.path(*parts)
-        old = self.path(*filter(None, [parent, f".old-{parts[-1]}-{uuid.uuid4().hex}"]))
-        if self.exists(*parts):
-            self.fs.move(target, old)
-        self.fs.move(self.path(*filter(None, [parent, tmp_name])), target)
-        if self.fs.get_file_info(old).type != pafs.FileType.NotFound:
-            self.fs.delete_dir(old)
+def read_state(paths: LakePaths) -> StateRead:
+    """The recorded state with its version; ``state`` is None when absent, of another format or incomplete."""
+    meta, version = read_json_versioned(paths.where, paths.path(STATE_DIR, STATE))
+    generation = 0
+    if isinstance(meta, dict):
+        try:
+            generation = max(0, int(meta.get("generation") or 0))
+        except (TypeError, ValueError):
+            generation = 0
+    if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT or meta.get("schema_version") != SCHEMA_VERSION:
+        return StateRead(None, version, generation)
+    try:
+        state = PipelineState(int(meta["generation"]), str(meta["tables"]), meta.get("window_days"),
+                              [str(f) for f in meta.get("processed_files") or []],
+                              [list(map(str, v)) for v in meta.get("broker_versions") or []],
+                              int(meta.get("results_generation") or 0))
+    except (KeyError, TypeError, ValueError):
+        return StateRead(None, version, generation)
+    if not all(paths.exists(STATE_DIR, state.tables, f"{name}.parquet") for name in SCHEMAS):
+        return StateRead(None, version, generation)
+    return StateRead(state, version, generation)
 
 
 def load_state(paths: LakePaths) -> PipelineState | None:
     """The recorded incremental state, or None when absent, of another format or incomplete."""
-    meta = paths.read_json(STATE_DIR, STATE)
-    if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT or meta.get("schema_version") != SCHEMA_VERSION:
-        return None
+    return read_state(paths).state
+
+
+def commit_state(paths: LakePaths, state: PipelineState, expected: str | None) -> str:
+    """Commit state.json over the version the run read (None: only if there is none); PipelineConflict otherwise."""
     try:
-        state = PipelineState(int(meta["generation"]), str(meta["tables"]), meta.get("window_days"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not all(paths.exists(STATE_DIR, state.tables, f"{name}.parquet") for name in SCHEMAS):
-        return None
-    return state
+        return commit_json(paths.where, paths.path(STATE_DIR, STATE), state.to_json(), expected)
+    except CommitConflict as exc:
+        raise PipelineConflict(exc.path, f"another analyze run committed the pipeline's state first ({exc.detail}); "
+                               f"generation {state.generation} of this run was not committed and its files were "
+                               "removed. Is a second analyze (serve, a cron job, spark-submit) running on this "
+                               "lake?") from None
 
 
 def empty_tables() -> dict[str, pa.Table]:
@@ -145,22 +170,41 @@ def read_tables(paths: LakePaths, state: PipelineState) -> dict[str, pa.Table]:
 
 
 def write_tables(paths: LakePaths, tables: dict[str, pa.Table], generation: int) -> str:
-    """Write a new generation directory (each file atomically); returns its name."""
+    """Write a new generation directory (each file created whole, under a name of this run's); returns its name."""
     name = f"g{generation:06d}-{uuid.uuid4().hex[:8]}"
     for table, schema in SCHEMAS.items():
-        write_parquet_atomic(paths.where, paths.path(STATE_DIR, name, f"{table}.parquet"),
-                             tables[table].select(schema.names).cast(schema))
+        create_parquet(paths.where, paths.path(STATE_DIR, name, f"{table}.parquet"),
+                       tables[table].select(schema.names).cast(schema))
     return name
 
 
+def drop_tables(paths: LakePaths, name: str) -> None:
+    """Remove a generation directory this run wrote and did not commit."""
+    delete_quietly(paths.where, [paths.path(STATE_DIR, name, f"{table}.parquet") for table in SCHEMAS])
+    try:
+        paths.fs.delete_dir(paths.path(STATE_DIR, name))
+    except (FileNotFoundError, OSError):
+        pass
+
+
 def cleanup(paths: LakePaths, state: PipelineState) -> None:
-    """Delete what the committed state no longer names (older generations, older formats' directories)."""
-    keep = {STATE, MANIFEST, BROKER_VERSIONS, state.tables}
+    """Delete what the committed state no longer names: older generations and older formats' files.
+
+    Never a generation above the committed one (another run may be writing it), never a lock file.
+    """
     base = paths.path(STATE_DIR)
-    for info in paths.fs.get_file_info(pafs.FileSelector(base)):
-        if info.base_name in keep:
+    remove_stale_temps(paths.where, base)
+    for info in paths.fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
+        name = info.base_name
+        if name in (STATE, state.tables) or name.startswith("."):
+            continue  # lock files, and temp files of a write in progress (stale ones: remove_stale_temps)
+        match = _GENERATION_DIR.match(name)
+        if match is not None and int(match.group(1)) >= state.generation:
             continue
-        if info.type == pafs.FileType.Directory:
-            paths.fs.delete_dir(info.path)
-        else:
-            paths.fs.delete_file(info.path)
+        try:
+            if info.type == pafs.FileType.Directory:
+                paths.fs.delete_dir(info.path)
+            else:
+                paths.fs.delete_file(info.path)
+        except FileNotFoundError:
+            pass

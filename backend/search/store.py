@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,7 +28,8 @@ import pyarrow.parquet as pq
 from backend.search.ops import OP, NetOps, ops_schema, segment_column
 from backend.search.rows import with_keys
 from backend.search.tables import DELETED, TABLES, TS, tables_of
-from backend.store.atomic import read_json, write_bytes_atomic, write_json_atomic, write_parquet_atomic
+from backend.store.atomic import commit_json, create_bytes, create_parquet, read_json, read_json_versioned
+from backend.store.commit import CommitConflict, delete_quietly
 from backend.store.location import LakeLocation
 from backend.store.progress import STATE_ROOT
 from backend.store.stats import count_read
@@ -111,18 +113,31 @@ def expired(table: pa.Table, now: datetime, retention_days: int) -> pa.Array:
 
 
 class PartStore:
-    """Writes one part of the index: whole rebuilds, deltas, compaction. One writer per part."""
+    """Writes one part of the index: whole rebuilds, deltas, compaction. One writer per part.
+
+    Its files are created under names no other writer uses and its manifest is committed over the version this store
+    read (backend/store/commit.py), so of two writers of a part one commits and the other gets CommitConflict, its
+    files removed.
+    """
 
     def __init__(self, where: LakeLocation, part: str) -> None:
         """Open the part (nothing is read until `load`)."""
         self.where = where
         self.part = part
         self.manifest: dict[str, Any] | None = None
+        self.version: str | None = None  # of the stored manifest this store read or committed
+        self._written: list[str] = []
 
     def load(self) -> dict[str, Any] | None:
         """Read the committed manifest (None: no usable index)."""
-        self.manifest = read_manifest(self.where, self.part)
+        value, self.version = read_json_versioned(self.where, part_path(self.where, self.part, MANIFEST))
+        count_read(f"search/{self.part}/manifest", 1 if value is not None else 0, 0)
+        self.manifest = value if isinstance(value, dict) and value.get("format") == FORMAT else None
         return self.manifest
+
+    def moved(self) -> bool:
+        """Whether another writer committed the part since this store read or committed it."""
+        return read_json_versioned(self.where, part_path(self.where, self.part, MANIFEST))[1] != self.version
 
     @property
     def source_generation(self) -> int | None:
@@ -130,10 +145,18 @@ class PartStore:
         return None if self.manifest is None else self.manifest.get("source_generation")
 
     def _write(self, relative: str, table: pa.Table) -> None:
-        write_parquet_atomic(self.where, part_path(self.where, self.part, relative), table)
+        path = part_path(self.where, self.part, relative)
+        create_parquet(self.where, path, table)
+        self._written.append(path)
 
     def _commit(self, manifest: dict[str, Any], replaced: list[str]) -> None:
-        write_json_atomic(self.where, part_path(self.where, self.part, MANIFEST), manifest)
+        written, self._written = self._written, []
+        try:
+            self.version = commit_json(self.where, part_path(self.where, self.part, MANIFEST), manifest, self.version)
+        except CommitConflict:
+            delete_quietly(self.where, written)
+            self.manifest = None  # the caller rebuilds from what the other writer committed
+            raise
         self.manifest = manifest
         for relative in replaced:
             try:
@@ -146,13 +169,14 @@ class PartStore:
         """Write the whole part anew (a rebuild): every table's base files, then the manifest; old files deleted."""
         old = self.load() or {}
         generation = int(old.get("generation", 0)) + 1
+        token = uuid.uuid4().hex[:8]
         entries: dict[str, Any] = {}
         for spec in tables_of(part=self.part):
             table = tables.get(spec.name, spec.schema.empty_table()).cast(spec.schema)
             buckets = bucket_count(table.num_rows)
             base = {}
             for b, rows in _split(table, spec.name, buckets).items():
-                relative = f"{spec.name}/b{b:03d}-{generation:012d}.parquet"
+                relative = f"{spec.name}/b{b:03d}-{generation:012d}-{token}.parquet"
                 self._write(relative, _stored(spec.name, rows))
                 base[str(b)] = relative
             entries[spec.name] = {"buckets": buckets, "base": base, "base_rows": table.num_rows, "delta_rows": 0}
@@ -174,11 +198,13 @@ class PartStore:
         written = {name: ops.num_rows for name, ops in deltas.items() if ops.num_rows}
         files = list(self.manifest.get("deltas", []))
         if written:
-            relative = f"d-{generation:012d}.parquet"
+            relative = f"d-{generation:012d}-{uuid.uuid4().hex[:8]}.parquet"
             # lz4, not the lake's zstd: a delta lives until the next compaction, and it is written at every poll.
             sink = pa.BufferOutputStream()
             pq.write_table(delta_table(deltas), sink, compression="lz4")
-            write_bytes_atomic(self.where, part_path(self.where, self.part, relative), sink.getvalue().to_pybytes())
+            path = part_path(self.where, self.part, relative)
+            create_bytes(self.where, path, sink.getvalue().to_pybytes())
+            self._written.append(path)
             files.append(relative)
             for name, rows in written.items():
                 tables[name]["delta_rows"] = int(tables[name].get("delta_rows", 0)) + rows
@@ -208,6 +234,7 @@ class PartStore:
         now = now or datetime.now(UTC)
         deltas = [read_delta(self.where, self.part, relative) for relative in self.manifest.get("deltas", [])]
         generation = int(self.manifest["generation"]) + 1
+        token = uuid.uuid4().hex[:8]
         retention = int(self.manifest.get("retention_days", 30))
         replaced = list(self.manifest.get("deltas", []))
         tables = dict(self.manifest["tables"])
@@ -230,7 +257,7 @@ class PartStore:
                     new = pa.concat_tables([new, upserts[b]])
                 new = new.filter(pc.invert(expired(new, now, retention)))
                 rows += new.num_rows - old.num_rows
-                relative = f"{name}/b{b:03d}-{generation:012d}.parquet"
+                relative = f"{name}/b{b:03d}-{generation:012d}-{token}.parquet"
                 self._write(relative, _stored(name, _sorted(new, name)))
                 replaced.append(base[str(b)])
                 base[str(b)] = relative

@@ -22,7 +22,8 @@ from backend.search import build
 from backend.search import rows as R
 from backend.search.ops import ops_table
 from backend.search.poll_ops import poll_ops
-from backend.search.store import PartStore, read_manifest
+from backend.search.store import PartStore
+from backend.store.commit import CommitConflict
 from backend.store.lake import Lake
 from backend.store.location import LakeLocation, parse_lake
 
@@ -76,12 +77,10 @@ class FleetIndexer:
               tables: Mapping[str, Mapping[str, pa.Table]], *, now: datetime | None = None) -> IndexUpdate:
         """Fold one poll's write into the index (`base_generation`: the state generation the write started from)."""
         started = time.monotonic()
-        on_disk = read_manifest(self.lake.where, "fleet")
-        if on_disk is None or self.store.manifest is None or on_disk.get("generation") != self.store.manifest.get(
-                "generation"):
+        if self.store.manifest is None or self.store.moved():
             # Another writer (a `poll --once` job beside the service) moved the index on: go on from what it wrote
             # when it reflects the state this write started from, else rebuild below.
-            self.store.manifest = on_disk
+            self.store.load()
         if self.store.manifest is None or self.store.source_generation != base_generation:
             result = self.rebuild(f"index at lake generation {self.store.source_generation}, the write started from "
                                   f"{base_generation}", now)
@@ -117,7 +116,7 @@ class FleetIndexer:
         if self._dirty and self.store.manifest is not None:
             try:
                 self.store.append({}, source_generation=self.store.source_generation, commit=True)
-            except OSError as exc:
+            except (OSError, CommitConflict) as exc:
                 log.error("committing the search index of %s failed: %s", self.lake.location, exc)
             self._dirty = False
 

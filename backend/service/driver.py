@@ -97,7 +97,8 @@ class WarmDriver:
 
         os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
                               f'--conf "spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}" pyspark-shell')
-        self.spark = get_spark(self.master, app_name="fleetview-service", driver_host=self.driver_host)
+        self.spark = get_spark(self.master, app_name="fleetview-service", driver_host=self.driver_host,
+                               lake=self.lake)
 
     def run(self, full: bool = False) -> Any:
         """One analysis (incremental unless full); returns run_analysis's summary."""

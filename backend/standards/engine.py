@@ -24,6 +24,7 @@ from backend.config import Fleet
 from backend.standards import evaluate as ev
 from backend.standards.client_facts import ClientFacts, ClientResults
 from backend.standards.policy import EMPTY, Policy, PolicyFileError, PolicySet, load_policies, parse_policies
+from backend.store.commit import CommitConflict
 from backend.store.model import Alert, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store.progress import load_state, save_state
 from backend.store.standards_model import PolicyItem, PolicyResult, StandardsSnapshot
@@ -232,7 +233,7 @@ class StandardsEngine:
             return
         try:
             save_state(self.lake, STATE_AREA, STATE_NAME, self.state.as_json())
-        except OSError as exc:
+        except (OSError, CommitConflict) as exc:  # CommitConflict: another poller saved it first (its copy stands)
             log.warning("policy file state not saved to %s: %s", self.lake, exc)
 
     # ------------------------------------------------------------------------------------------- evaluating

@@ -1,55 +1,40 @@
-"""The one atomic writer of the lake: Parquet and JSON files appear whole or not at all."""
+"""The one atomic writer of the lake: Parquet and JSON files appear whole or not at all.
+
+Plain writes (``write_*_atomic``) replace whatever is there: data files under names no other writer uses. Commit
+points (a manifest, a pointer, a progress file) go through ``commit_json`` with the version their writer read, so a
+second writer loses with ``CommitConflict`` instead of overwriting (backend/store/commit.py: S3 If-None-Match /
+If-Match through boto3, O_EXCL links and flock'ed compare-and-rename on a local disk).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import posixpath
 import time
-import uuid
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from backend.store import commit
+from backend.store.commit import TEMP_PREFIX, CommitConflict
 from backend.store.location import LakeLocation
 
-TEMP_PREFIX = ".tmp-"
+__all__ = ["TEMP_PREFIX", "CommitConflict", "commit_json", "create_bytes", "create_parquet", "json_bytes", "parquet_bytes", "read_json",
+           "read_json_versioned", "remove_stale_temps", "write_bytes_atomic", "write_json_atomic",
+           "write_parquet_atomic"]
 STALE_TEMP_AGE_S = 3600.0
 
 
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_bytes_atomic(lake: LakeLocation, path: str, data: bytes) -> None:
-    """Write bytes to path atomically: temp file, fsync, rename locally; one upload on object stores."""
-    directory = posixpath.dirname(path)
-    lake.fs.create_dir(directory, recursive=True)
-    if not lake.local:
-        # Object stores publish an object only when its upload completes.
-        with lake.fs.open_output_stream(path) as out:
-            out.write(data)
-        return
-    tmp = posixpath.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(directory)
+    """Write bytes to path atomically: temp file, fsync, rename locally; one PUT on object stores."""
+    commit.put(lake, path, data)
+
+
+def create_bytes(lake: LakeLocation, path: str, data: bytes) -> None:
+    """Write bytes to path only if nothing is there (If-None-Match: *); CommitConflict when another writer was first."""
+    commit.create(lake, path, data)
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -64,9 +49,19 @@ def write_parquet_atomic(lake: LakeLocation, path: str, table: pa.Table) -> None
     write_bytes_atomic(lake, path, parquet_bytes(table))
 
 
+def create_parquet(lake: LakeLocation, path: str, table: pa.Table) -> None:
+    """Write one new Parquet file under a name nobody may have used (CommitConflict if one is there)."""
+    create_bytes(lake, path, parquet_bytes(table))
+
+
+def json_bytes(value: Any) -> bytes:
+    """The JSON encoding of every state file."""
+    return json.dumps(value, sort_keys=True, default=str).encode("utf-8")
+
+
 def write_json_atomic(lake: LakeLocation, path: str, value: Any) -> None:
-    """Replace a JSON state file atomically."""
-    write_bytes_atomic(lake, path, json.dumps(value, sort_keys=True, default=str).encode("utf-8"))
+    """Replace a JSON file atomically, whatever is there (not for commit points: see commit_json)."""
+    write_bytes_atomic(lake, path, json_bytes(value))
 
 
 def read_json(lake: LakeLocation, path: str, default: Any = None) -> Any:
@@ -75,6 +70,22 @@ def read_json(lake: LakeLocation, path: str, default: Any = None) -> Any:
         return default
     with lake.fs.open_input_stream(path) as src:
         return json.loads(src.read().decode("utf-8"))
+
+
+def read_json_versioned(lake: LakeLocation, path: str, default: Any = None) -> tuple[Any, str | None]:
+    """A JSON commit point and its version (default and None when absent): what commit_json compares."""
+    data, version = commit.read_versioned(lake, path)
+    if data is None:
+        return default, None
+    return json.loads(data.decode("utf-8")), version
+
+
+def commit_json(lake: LakeLocation, path: str, value: Any, expected: str | None) -> str:
+    """Replace a JSON commit point only if it is still at version ``expected`` (None: only if absent).
+
+    Raises CommitConflict when another writer committed first; returns the new version.
+    """
+    return commit.swap(lake, path, json_bytes(value), expected)
 
 
 def remove_stale_temps(lake: LakeLocation, directory: str, *, max_age_s: float = STALE_TEMP_AGE_S) -> list[str]:

@@ -13,8 +13,9 @@ from typing import Any
 import pyarrow as pa
 
 from backend.store import config_state, group_state, inventory_state, standards_state, state
+from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.group_model import GroupSnapshot
-from backend.store.incidents import IncidentTracker
+from backend.store.incidents import IncidentTracker, incidents_table
 from backend.store.inventory_model import InventorySnapshot
 from backend.store.lake import Lake, LakeError, _to_table
 from backend.store.migrate import migrate_v1, needs_migration
@@ -24,6 +25,7 @@ from backend.store.schemas import (
     CHANGES,
     CLUSTER_SNAPSHOTS,
     DAY_TABLES,
+    INCIDENTS,
     POLICY_STATUS,
     SCHEMA_VERSION,
     TOPIC_SNAPSHOTS,
@@ -31,6 +33,7 @@ from backend.store.schemas import (
     schema_for,
 )
 from backend.store.standards_model import StandardsSnapshot
+from backend.store.state import StateConflict
 
 log = logging.getLogger(__name__)
 
@@ -147,26 +150,37 @@ class FleetWriter:
         self.lake = lake
         if migrate:
             migrate_v1_if_needed(lake)
-        self.manifest = state.read_manifest(lake) or state.new_manifest()
-        self.memory: dict[str, ClusterMemory] = _memory_from_state(lake, self.manifest)
-        self.configs: dict[str, ConfigSnapshot] = _configs_from_state(lake, self.manifest)
-        self.groups: dict[str, GroupSnapshot] = _groups_from_state(lake, self.manifest)
-        self.inventory: dict[str, InventorySnapshot] = _inventory_from_state(lake, self.manifest)
-        self.standards: dict[str, StandardsSnapshot] = _standards_from_state(lake, self.manifest)
+        self.flush_interval_s = flush_interval_s
+        self.version: str | None = None
+        self.manifest: dict[str, Any] = state.new_manifest()
+        self.memory: dict[str, ClusterMemory] = {}
+        self.configs: dict[str, ConfigSnapshot] = {}
+        self.groups: dict[str, GroupSnapshot] = {}
+        self.inventory: dict[str, InventorySnapshot] = {}
+        self.standards: dict[str, StandardsSnapshot] = {}
         self._standards_day: dict[str, str] = {}  # per cluster, the day of its last baseline row of policy_status
-        self.incidents = IncidentTracker(lake, flush_interval_s=flush_interval_s)
+        self.incidents: IncidentTracker
+        self._reload()
+        self._checkpointed: str | None = None  # the last day this writer found (or made) a checkpoint for
         self._last_compact: datetime | None = None
         self._polls_since_compact = 0
         self._last_retention: datetime | None = None
 
     def write(self, poll: FleetPoll, *, status_rows: bool = True) -> WriteResult:
-        """Write one poll; a cluster whose rows do not fit the schema gets a degraded status row."""
+        """Write one poll; a cluster whose rows do not fit the schema gets a degraded status row.
+
+        Everything the poll changes (the change log's rows, the changed state files, resolved and open incidents)
+        is written under names of its own, then committed by one manifest over the version this writer read. When
+        another writer committed first, the files are removed, the writer reloads the lake's state, and
+        StateConflict says so: the poll is not written (not even its status rows), nothing of it is mixed in.
+        """
         self._follow_other_writer()
         result = WriteResult(base_generation=int(self.manifest.get("generation", 0)))
         changes: list[dict[str, Any]] = []
         updates: dict[str, dict[str, pa.Table]] = {}
         degraded: dict[str, str] = {}
         history: list[dict[str, Any]] = []
+        standards_day = dict(self._standards_day)  # restored when the commit is lost
         for snapshot in poll.clusters:
             if not snapshot.has_data:
                 continue
@@ -205,21 +219,45 @@ class FleetWriter:
                 history += policy_rows
                 self._standards_day[snapshot.cluster_name] = poll.polled_at.astimezone(UTC).date().isoformat()
         change_table = pa.Table.from_pylist(changes, schema=schema_for(CHANGES)) if changes else None
-        if change_table is not None:
-            self.lake.write(CHANGES, change_table, poll_id=poll.poll_id)
-        if history:
-            self.lake.write(POLICY_STATUS, history, poll_id=poll.poll_id)
-        if updates:
-            self.manifest = state.write_cluster_states(self.lake, self.manifest, updates)
-        day = poll.polled_at.astimezone(UTC).date().isoformat()
-        if self.manifest.get("checkpoint_day") != day and self.memory:
-            state.write_checkpoint(self.lake, day, self.state_tables(), poll.polled_at)
-            self.manifest = {**self.manifest, "checkpoint_day": day}
-            state.write_manifest(self.lake, self.manifest)
         with_data = [s.cluster_name for s in poll.clusters if s.has_data and s.cluster_name not in degraded]
         alerts = [a for a in poll.alerts if a.cluster_name not in degraded]
         transitions = self.incidents.observe(poll.poll_id, poll.polled_at, alerts, with_data, poll.hold)
-        self.incidents.commit(poll.poll_id, poll.polled_at, transitions)
+        open_table = self.incidents.pending(poll.polled_at, transitions)
+        staged: list[str] = []
+        replaced: list[str] = []
+        generation = int(self.manifest.get("generation", 0)) + 1
+        token = state.writer_token()
+        manifest = self.manifest
+        try:
+            if change_table is not None:
+                staged.append(self._append(CHANGES, change_table, poll.poll_id))
+            if history:
+                staged.append(self._append(POLICY_STATUS, history, poll.poll_id))
+            if updates:
+                manifest, written, old = state.stage_cluster_states(self.lake, manifest, updates, generation, token)
+                staged += written
+                replaced += old
+            if transitions.resolved:
+                staged.append(self._append(INCIDENTS, incidents_table(transitions.resolved), poll.poll_id))
+            if open_table is not None:
+                manifest, path, old_open = state.stage_open_incidents(self.lake, manifest, open_table, generation, token)
+                staged.append(path)
+                replaced.append(old_open)
+            if manifest is not self.manifest or staged:
+                manifest = {**manifest, "generation": generation}
+                self.version = state.commit_manifest(self.lake, manifest, self.version)
+        except BaseException:
+            # Lost the commit (StateConflict), or the write failed: none of this poll stays, and the next poll
+            # starts from what the lake holds.
+            delete_quietly(self.lake.where, staged)
+            self._standards_day = standards_day
+            self._reload()
+            raise
+        self.manifest = manifest
+        if open_table is not None:
+            self.incidents.flushed(poll.polled_at)
+        state.delete_entries(self.lake, replaced)
+        self._checkpoint(poll)
         if status_rows:
             rows = []
             for snapshot in poll.clusters:
@@ -243,20 +281,57 @@ class FleetWriter:
         result.incidents_resolved = len(transitions.resolved)
         return result
 
+    def _append(self, table: str, rows: list[dict[str, Any]] | pa.Table, poll_id: str) -> str:
+        path = self.lake.write(table, rows, poll_id=poll_id)
+        assert path is not None  # rows are never empty here
+        return path
+
+    def _checkpoint(self, poll: FleetPoll) -> None:
+        """The first committed state of a day (checked once a day per writer): the base fleet_state_at replays onto."""
+        day = poll.polled_at.astimezone(UTC).date().isoformat()
+        if self._checkpointed == day or not self.memory:
+            return
+        if not state.has_checkpoint(self.lake, day):
+            state.write_checkpoint(self.lake, day, self.state_tables(), poll.polled_at)
+        self._checkpointed = day
+
+    def _load(self, manifest: dict[str, Any]) -> None:
+        self.manifest = manifest
+        self.memory = _memory_from_state(self.lake, manifest)
+        self.configs = _configs_from_state(self.lake, manifest)
+        self.groups = _groups_from_state(self.lake, manifest)
+        self.inventory = _inventory_from_state(self.lake, manifest)
+        self.standards = _standards_from_state(self.lake, manifest)
+        self.incidents = IncidentTracker(self.lake, flush_interval_s=self.flush_interval_s, manifest=manifest)
+
+    def _reload(self, manifest: dict[str, Any] | None = None, version: str | None = None) -> None:
+        """Load what the lake holds (after a lost commit: another writer's state is the baseline), one generation
+        whole: when another writer committed while it was read, read again."""
+        if manifest is None:
+            manifest, version = state.read_manifest_versioned(self.lake)
+        for _attempt in range(10):
+            try:
+                self._load(manifest or state.new_manifest())
+            except OSError as exc:
+                if not missing(exc):
+                    raise
+            else:
+                _, current = state.read_manifest_versioned(self.lake)
+                if current == version:
+                    self.version = version
+                    return
+            manifest, version = state.read_manifest_versioned(self.lake)
+        raise StateConflict(self.lake.state_dir(state.MANIFEST), "the fleet state changed ten times while this writer "
+                            "read it: is another writer committing without pause?")
+
     def _follow_other_writer(self) -> None:
         """Reload state and open incidents when another writer (e.g. a `poll --once` job) moved the lake on."""
-        current = state.read_manifest(self.lake)
-        if current is None or current.get("generation") == self.manifest.get("generation"):
+        current, version = state.read_manifest_versioned(self.lake)
+        if version == self.version:
             return
         log.info("lake %s changed under this writer (generation %s -> %s): reloading its state",
-                 self.lake.location, self.manifest.get("generation"), current.get("generation"))
-        self.manifest = current
-        self.memory = _memory_from_state(self.lake, current)
-        self.configs = _configs_from_state(self.lake, current)
-        self.groups = _groups_from_state(self.lake, current)
-        self.inventory = _inventory_from_state(self.lake, current)
-        self.standards = _standards_from_state(self.lake, current)
-        self.incidents = IncidentTracker(self.lake, flush_interval_s=self.incidents.flush_interval_s)
+                 self.lake.location, self.manifest.get("generation"), (current or {}).get("generation"))
+        self._reload(current, version)
 
     def _status_row(self, poll: FleetPoll, s: ClusterSnapshot) -> dict[str, Any]:
         memory = self.memory.get(s.cluster_name)
@@ -449,8 +524,26 @@ class FleetWriter:
             self._last_retention = now
 
     def close(self, at: datetime) -> None:
-        """Flush pending incident updates."""
-        self.incidents.flush(at)
+        """Commit the open incidents' last_seen moves not committed yet (the poller stops)."""
+        table = self.incidents.unflushed()
+        if table is None:
+            return
+        self._follow_other_writer()
+        table = self.incidents.unflushed()
+        if table is None:
+            return
+        generation = int(self.manifest.get("generation", 0)) + 1
+        manifest, path, replaced = state.stage_open_incidents(self.lake, self.manifest, table, generation,
+                                                              state.writer_token())
+        manifest = {**manifest, "generation": generation}
+        try:
+            self.version = state.commit_manifest(self.lake, manifest, self.version)
+        except CommitConflict:
+            delete_quietly(self.lake.where, [path])
+            raise
+        self.manifest = manifest
+        self.incidents.flushed(at)
+        state.delete_entries(self.lake, [replaced])
 
 
 def _no_topics(s: ClusterSnapshot) -> ClusterSnapshot:

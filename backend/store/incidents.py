@@ -6,10 +6,11 @@ poll where its cluster had data and the rule did not raise it. A cluster without
 auth_failed) neither refreshes nor resolves its incidents. Change rules (a topic recreated, a
 broker upgraded, a controller moved...) are one-off incidents: opened and resolved by one poll.
 
-Open incidents live in `_state/fleet/incidents_open.parquet`, rewritten when one opens or
-resolves; a poll that only moves `last_seen_at` rewrites it at most once per `flush_interval_s`
-(so a restart loses at most that much of `last_seen_at`, never an incident). Resolved incidents
-are appended to the `incidents` day table (day of resolution).
+Open incidents live in a file the fleet state's manifest names (`_state/fleet/open/...`), rewritten when one
+opens or resolves; a poll that only moves `last_seen_at` rewrites it at most once per `flush_interval_s` (so a
+restart loses at most that much of `last_seen_at`, never an incident). Resolved incidents are appended to the
+`incidents` day table (day of resolution). The tracker only says what to write (`pending`); the fleet writer
+writes it with the poll's state and commits both in one manifest (backend/store/fleet_writer.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pyarrow as pa
 from backend.store.lake import Lake
 from backend.store.model import Alert
 from backend.store.schemas import INCIDENTS, SCHEMA_VERSION, schema_for
-from backend.store.state import read_open_incidents, write_open_incidents
+from backend.store.state import read_open_incidents
 
 ONE_OFF_RULES = frozenset({"broker_upgraded", "topic_recreated", "topic_created", "topic_deleted", "controller_changed",
                            "client_unknown_software_appeared"})
@@ -56,12 +57,12 @@ class Transitions:
 class IncidentTracker:
     """Turns each poll's alerts into incident transitions and keeps the open ones in the lake."""
 
-    def __init__(self, lake: Lake, *, flush_interval_s: float = 60.0) -> None:
-        """Load the open incidents of the lake."""
+    def __init__(self, lake: Lake, *, flush_interval_s: float = 60.0, manifest: dict[str, Any] | None = None) -> None:
+        """Load the open incidents of the lake (those the given manifest names)."""
         self.lake = lake
         self.flush_interval_s = flush_interval_s
         self.open: dict[Key, dict[str, Any]] = {}
-        for row in read_open_incidents(lake).to_pylist():
+        for row in read_open_incidents(lake, manifest).to_pylist():
             self.open[(row["rule"], row["cluster_name"], row["subject"])] = row
         self._dirty = False
         self._last_flush: datetime | None = None
@@ -120,25 +121,27 @@ class IncidentTracker:
             out.resolved.append(row)
         return out
 
-    def commit(self, poll_id: str, at: datetime, transitions: Transitions, *, force: bool = False) -> None:
-        """Write resolved incidents, then the open file when something opened/resolved or a flush is due."""
-        if transitions.resolved:
-            self.lake.write(INCIDENTS, incidents_table(transitions.resolved), poll_id=poll_id)
+    def pending(self, at: datetime, transitions: Transitions, *, force: bool = False) -> pa.Table | None:
+        """The open incidents to write with this poll: when one opened or resolved, or a flush is due (None: nothing).
+
+        The resolved ones are ``transitions.resolved`` (appended to the `incidents` day table by the writer).
+        """
         changed = bool(transitions.opened or transitions.resolved)
         due = self._dirty and (
             self._last_flush is None or (at - self._last_flush).total_seconds() >= self.flush_interval_s
         )
         if changed or due or (force and self._dirty):
-            write_open_incidents(self.lake, incidents_table(list(self.open.values())))
-            self._dirty = False
-            self._last_flush = at
+            return incidents_table(list(self.open.values()))
+        return None
 
-    def flush(self, at: datetime) -> None:
-        """Write pending last_seen updates now (e.g. when the poller stops)."""
-        if self._dirty:
-            write_open_incidents(self.lake, incidents_table(list(self.open.values())))
-            self._dirty = False
-            self._last_flush = at
+    def flushed(self, at: datetime) -> None:
+        """The open incidents given by pending() were committed."""
+        self._dirty = False
+        self._last_flush = at
+
+    def unflushed(self) -> pa.Table | None:
+        """The open incidents, when moved since they were last committed (the writer flushes them when it stops)."""
+        return incidents_table(list(self.open.values())) if self._dirty else None
 
     @staticmethod
     def _new(poll_id: str, at: datetime, alert: Alert) -> dict[str, Any]:

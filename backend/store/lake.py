@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -15,7 +16,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from backend.store.atomic import remove_stale_temps, write_parquet_atomic
+from backend.store.atomic import create_parquet, remove_stale_temps
+from backend.store.commit import CommitConflict, delete_quietly, missing
 from backend.store.location import LakeLocation, LakeLocationError, parse_lake
 from backend.store.schemas import DAY_TABLES, OWN_RETENTION_TABLES, SCHEMA_VERSION, TABLES, schema_for
 from backend.store.stats import count_read
@@ -103,6 +105,12 @@ class Lake:
 
     def files(self, table: str, days: Iterable[str] | None = None) -> list[LakeFile]:
         """Return the finished Parquet files of a table (temp files excluded), sorted by poll id."""
+        out = _drop_covered(self._listed(table, days))
+        out.sort(key=lambda f: (f.poll_id, f.path))
+        return out
+
+    def _listed(self, table: str, days: Iterable[str] | None = None) -> list[LakeFile]:
+        """Every finished Parquet file of a table, those a merged file covers included."""
         base = self.table_dir(table)
         wanted = self.days(table) if days is None else sorted(set(days))
         out: list[LakeFile] = []
@@ -123,8 +131,6 @@ class Lake:
                     out.append(LakeFile(day=day, poll_id=last, path=info.path, first_poll_id=first))
                 else:
                     out.append(LakeFile(day=day, poll_id=stem, path=info.path))
-        out = _drop_covered(out)
-        out.sort(key=lambda f: (f.poll_id, f.path))
         return out
 
     def write(
@@ -147,7 +153,7 @@ class Lake:
         day = poll_id_time(poll_id).date().isoformat()
         directory = f"{self.table_dir(table)}/date={day}"
         final = f"{directory}/{poll_id}_{uuid.uuid4().hex[:8]}.parquet"
-        write_parquet_atomic(self.where, final, data)
+        create_parquet(self.where, final, data)  # a name of its own: never over another writer's file
         return final
 
     def read(
@@ -175,7 +181,9 @@ class Lake:
                 out = dataset.to_table(columns=cols, filter=filter)
                 count_read(table, len(chosen), out.num_rows)
                 return out
-            except FileNotFoundError:
+            except OSError as exc:
+                if not missing(exc):
+                    raise
                 # Compaction or retention removed a file between listing and reading: list again
                 # and take the files that now hold the same polls (a compacted file covers them).
                 if attempt == 2:
@@ -192,6 +200,10 @@ class Lake:
         The merged file is written first (its name says which polls it covers, so listings drop the
         inputs at once), then the inputs are deleted: a reader sees the inputs or the merged file,
         never both and never neither. The newest file is never merged. Returns the merged paths.
+
+        The merged file's name follows from the polls it covers and is created only if absent (S3
+        If-None-Match, O_EXCL locally), so two compactions of the same files make one file; inputs a
+        crashed compaction left beside its merged file are deleted by the next one.
         """
         if table not in DAY_TABLES + OWN_RETENTION_TABLES:
             raise LakeError(f"{table} is not a compactable day table")
@@ -199,7 +211,13 @@ class Lake:
         today = now.date().isoformat()
         written: list[str] = []
         for day in self.days(table):
-            files = self.files(table, [day])
+            listed = self._listed(table, [day])
+            files = _drop_covered(listed)
+            kept = {f.path for f in files}
+            covered = [f for f in listed if f.path not in kept]
+            if covered:
+                delete_quietly(self.where, self._leftovers(table, covered, [f for f in files if f.merged]))
+            files.sort(key=lambda f: (f.poll_id, f.path))
             if day == today:
                 files = files[:-1]  # keep the newest file as it is: latest readers open only it
                 groups: dict[str, list[LakeFile]] = {}
@@ -213,13 +231,32 @@ class Lake:
                 written.append(self._merge(table, day, batch))
         return written
 
+    def _leftovers(self, table: str, covered: list[LakeFile], merged: list[LakeFile]) -> list[str]:
+        """The covered files whose polls a merged file holds (inputs a crashed compaction left), never a late file."""
+        column = "poll_id" if "poll_id" in schema_for(table).names else "resolved_poll_id"
+        held: set[str] = set()
+        for m in merged:
+            if any(m.first <= f.first and f.poll_id <= m.poll_id for f in covered):
+                held.update(str(p) for p in self.read(table, [m], columns=[column]).column(column).to_pylist())
+        out = []
+        for f in covered:
+            polls = ({str(p) for p in self.read(table, [f], columns=[column]).column(column).to_pylist()}
+                     if f.merged else {f.poll_id})
+            if polls <= held:
+                out.append(f.path)
+        return sorted(out)
+
     def _merge(self, table: str, day: str, batch: Sequence[LakeFile]) -> str:
         data = self.read(table, batch)
         data = data.sort_by([("poll_id", "ascending")]) if "poll_id" in data.column_names else data
         first = min(f.first for f in batch)
         last = max(f.poll_id for f in batch)
-        final = f"{self.table_dir(table)}/date={day}/{first}__{last}_{uuid.uuid4().hex[:8]}.parquet"
-        write_parquet_atomic(self.where, final, data)
+        span = hashlib.sha1(f"{first}__{last}".encode()).hexdigest()[:8]
+        final = f"{self.table_dir(table)}/date={day}/{first}__{last}_{span}.parquet"
+        try:
+            create_parquet(self.where, final, data)
+        except CommitConflict:
+            pass  # another compaction merged the very same polls first: its file stands for them
         for f in batch:
             try:
                 self.fs.delete_file(f.path)

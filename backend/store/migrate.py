@@ -49,6 +49,7 @@ class PollWriter(Protocol):
     """What the replay needs of a fleet writer (backend.store.fleet_writer.FleetWriter, which calls migrate_v1)."""
 
     manifest: dict[str, Any]
+    version: str | None
 
     def write(self, poll: FleetPoll, *, status_rows: bool = True) -> object:
         """Write one poll."""
@@ -98,6 +99,7 @@ def migrate_v1(lake: Lake, open_writer: Callable[[], PollWriter]) -> bool:
         last_at = at
     if last_at is not None:
         writer.close(last_at)
-    writer.manifest = {**writer.manifest, "migrated_v1": True}
-    state.write_manifest(lake, writer.manifest)
+    done = {**writer.manifest, "migrated_v1": True, "generation": int(writer.manifest.get("generation", 0)) + 1}
+    writer.version = state.commit_manifest(lake, done, writer.version)
+    writer.manifest = done
     return True

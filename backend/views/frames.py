@@ -9,13 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from backend.store import config_readers, inventory_readers, readers
+from backend.store.commit import missing
 from backend.store.config_schemas import RESULT_TABLES, arrow_schema
 from backend.store.lake import Lake
 from backend.store.schemas import schema_for
+from backend.store.tables import table_files
 
 ZK_LOOKBACK_POLLS = 5
 _log = logging.getLogger(__name__)
@@ -134,14 +135,8 @@ def fleet_alerts(location: str) -> pd.DataFrame:
 
 
 def result_files(location: str, name: str) -> list[str]:
-    """Finished Parquet files of results/<name> (hidden, temp and marker files excluded), on any filesystem."""
-    lake = Lake(location)
-    try:
-        infos = lake.fs.get_file_info(pafs.FileSelector(f"{lake.root}/results/{name}", allow_not_found=True))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-                  and not i.base_name.startswith((".", "_")))
+    """The finished Parquet files of results/<name> now (its switch's file; hidden, temp and marker files never)."""
+    return table_files(Lake(location).where, f"results/{name}")
 
 
 def unreadable_results(location: str) -> list[str]:
@@ -160,16 +155,21 @@ def read_result(location: str, name: str, columns: list[str] | None = None) -> p
     """Read results/<name> with its declared schema; unreadable files are skipped (see unreadable_results)."""
     schema = arrow_schema(name)
     cols = columns or schema.names
-    tables = []
     fs = Lake(location).fs
-    for path in result_files(location, name):
-        try:
-            present = set(pq.read_schema(path, filesystem=fs).names)
-            tables.append(pq.read_table(path, columns=[c for c in cols if c in present], filesystem=fs))
-        except FileNotFoundError:
-            continue  # the pipeline replaced the directory while we listed it
-        except (pa.ArrowInvalid, OSError) as exc:
-            _log.warning("skipping unreadable result file %s: %s", path, exc)
+    for _attempt in range(3):
+        tables = []
+        switched = False
+        for path in result_files(location, name):
+            try:
+                present = set(pq.read_schema(path, filesystem=fs).names)
+                tables.append(pq.read_table(path, columns=[c for c in cols if c in present], filesystem=fs))
+            except (pa.ArrowInvalid, OSError) as exc:
+                if missing(exc):
+                    switched = True  # the pipeline switched the table while we read it: read the new one
+                    break
+                _log.warning("skipping unreadable result file %s: %s", path, exc)
+        if not switched:
+            break
     if not tables:
         return schema.empty_table().select(cols).to_pandas()
     table = pa.concat_tables(tables, promote_options="permissive")

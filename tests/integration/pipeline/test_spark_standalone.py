@@ -1,100 +1,51 @@
-"""The Spark job on a real Spark standalone cluster (master + one worker from the pyspark package's own jars).
+"""The Spark job on a real Spark standalone cluster: a master and two workers in processes of their own (separate
+work directories), from the pyspark package's own jars.
 
-`python -m backend analyze --master spark://...` and `spark-submit --master spark://... spark_analyze.py` must
-write the same results tables as a `local` run of the same lake.
+`python -m backend analyze --master spark://...` on a lake in S3 (SeaweedFS, read as s3a:// through hadoop-aws and the
+AWS SDK bundle of `make s3a-jars`) and `spark-submit --master spark://... spark_analyze.py` on a local lake must write
+the same results tables, row for row, as a `local[2]` run of the same records on a local lake; a write through Spark
+to s3a:// goes through the S3A magic committer. The workers have the lake's credentials from their environment (as an
+instance role would give them), never from Spark's configuration.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pyspark
 import pytest
 
 from backend.configs.ingest import ingest_sink
 from backend.pipeline.job import SPARK_RESULTS
-from backend.pipeline.spark import SHORT_RUN_JAVA_OPTIONS, SMALL_RUN_PARTITIONS
+from backend.pipeline.spark import SHORT_RUN_JAVA_OPTIONS, SMALL_RUN_PARTITIONS, s3a_classpath
+from backend.store import progress
 from backend.store.tables import read_table
-from tests.conftest import free_port
+from tests.rig.objectstores import S3Server
+from tests.rig.spark_cluster import SPARK_HOME, SparkCluster, spark_env, start_cluster
 from tests.unit.configs.helpers import cfg, record, write_jsonl
 
 REPO = Path(__file__).resolve().parents[3]
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOG_DIR": str(tmp), "SPARK_WORKER_DIR": str(tmp / "work"), "SPARK_NO_DAEMONIZE": "1",
-            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
-
-
-def _json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 @pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A standalone master and one worker (1 core, 2 GiB) on 127.0.0.1; yields the master URL."""
-    spark_class = SPARK_HOME / "bin" / "spark-class"
-    assert spark_class.is_file(), f"the pyspark package has no {spark_class}"  # a failure, never a skip
-    tmp = tmp_path_factory.mktemp("spark-standalone")
-    env = _env(tmp)
-    port, ui, worker_ui = free_port(), free_port(), free_port()
-    procs = []
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory, seaweed_s3: S3Server) -> Iterator[SparkCluster]:
+    """A standalone master and two workers (1 core, 1.5 GiB each, own work dirs) on 127.0.0.1; the workers' (and so
+    their executors') credentials for the lake come from their environment."""
+    cluster = start_cluster(tmp_path_factory.mktemp("spark-standalone"), 2, env=seaweed_s3.env())
     try:
-        with (tmp / "master.log").open("wb") as log:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(ui)],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        url = f"spark://127.0.0.1:{port}"
-        with (tmp / "worker.log").open("wb") as log:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                 "--cores", "1", "--memory", "2g", "--webui-port", str(worker_ui), "--work-dir", str(tmp / "work")],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                workers = _json(f"http://127.0.0.1:{ui}/json/").get("workers", [])
-                if any(w.get("state") == "ALIVE" for w in workers):
-                    break
-            except OSError:
-                pass
-            assert all(p.poll() is None for p in procs), (tmp / "master.log").read_text(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "no worker registered with the master in 120 s"
-            time.sleep(0.5)
-        yield url
+        yield cluster
     finally:
-        for proc in reversed(procs):
-            _stop(proc)
+        cluster.stop()
 
 
-def _lake(root: Path) -> Path:
-    """A small lake: two clusters, producers and consumers, through the real ingest."""
-    sink, lake = root / "sink", root / "lake"
+def _sink(root: Path) -> Path:
+    """A PushConfig sink of 24 instances: two clusters, producers and consumers."""
+    sink = root / "sink"
     records = []
     for i in range(24):
         configs = [cfg("acks", ["all", "1", "-1"][i % 3]), cfg("linger.ms", str(5 * (i % 4)), "LONG"),
@@ -107,11 +58,17 @@ def _lake(root: Path) -> Path:
                               client_type="consumer" if i % 4 == 0 else "producer",
                               software=("apache-kafka-java", ["3.9.0", "2.8.1"][i % 2])))
     write_jsonl(sink / "a.jsonl", records)
-    assert ingest_sink(str(lake), sink).records_written == 24
+    return sink
+
+
+def _lake(root: Path) -> Path:
+    """A small local lake of that sink, through the real ingest."""
+    lake = root / "lake"
+    assert ingest_sink(str(lake), _sink(root)).records_written == 24
     return lake
 
 
-def _results(lake: Path) -> dict[str, list[str]]:
+def _results(lake: Path | str) -> dict[str, list[str]]:
     out = {}
     for name in SPARK_RESULTS:
         rows = read_table(str(lake), f"results/{name}").to_pylist()
@@ -120,32 +77,59 @@ def _results(lake: Path) -> dict[str, list[str]]:
     return out
 
 
-def _run(cmd: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(cmd, cwd=REPO, env=_env(tmp), capture_output=True, text=True, timeout=600, check=False)
+def _run(cmd: list[str], tmp: Path, s3: S3Server | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, cwd=REPO, env=spark_env(tmp, s3.env() if s3 else None), capture_output=True, text=True,
+                          timeout=600, check=False)
     assert done.returncode == 0, f"{cmd}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
 
-def test_analyze_on_a_standalone_cluster_equals_local(spark_cluster: str, tmp_path: Path) -> None:
+def _apps(work: Path) -> set[str]:
+    return {p.name for p in work.glob("app-*") if any(p.glob("*/stderr"))}
+
+
+def test_analyze_on_a_standalone_cluster_equals_local(spark_cluster: SparkCluster, seaweed_s3: S3Server,
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     local = _lake(tmp_path / "local")
-    on_cluster = tmp_path / "cluster" / "lake"
     submitted = tmp_path / "submit" / "lake"
-    shutil.copytree(local, on_cluster)
     shutil.copytree(local, submitted)
+    # The same records ingested into a lake in S3: nothing of it on a local disk the workers could share.
+    for key, value in seaweed_s3.env().items():
+        monkeypatch.setenv(key, value)
+    progress.forget_versions()
+    bucket = seaweed_s3.new_bucket("cluster")
+    on_s3 = f"s3://{bucket}/lake"
+    assert ingest_sink(on_s3, tmp_path / "local" / "sink").records_written == 24
 
     cold = _run([sys.executable, "-m", "backend", "analyze", "--lake", str(local), "--master", "local[2]"], tmp_path)
     # a small lake in a process of its own: the JVM starts with the short-run options
     assert "small run: no whole-stage code generation; JVM" in cold.stdout, cold.stdout
     assert all(flag in cold.stdout for flag in SHORT_RUN_JAVA_OPTIONS.split()), cold.stdout
-    done = _run([sys.executable, "-m", "backend", "analyze", "--lake", str(on_cluster), "--master", spark_cluster],
-                tmp_path)
+    done = _run([sys.executable, "-m", "backend", "analyze", "--lake", on_s3, "--master", spark_cluster.url],
+                tmp_path, seaweed_s3)
     sized = re.search(r"(\d+) shuffle partitions for \d+ rows on (\d+) cores", done.stdout)
     assert sized, done.stdout  # sized for this master too, not Spark's 200
-    assert int(sized.group(1)) == SMALL_RUN_PARTITIONS < 200  # a small lake
-    _run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", spark_cluster, "--conf", "spark.executor.memory=1g",
-          str(REPO / "spark_analyze.py"), "--lake", str(submitted)], tmp_path)
+    assert int(sized.group(1)) == SMALL_RUN_PARTITIONS < 200 and int(sized.group(2)) == 2  # two workers' cores
+    ran = [_apps(work) for work in spark_cluster.work_dirs]
+    assert all(ran) and ran[0] == ran[1], ran  # the application's executors ran on both workers
+
+    # spark-submit with the jars an existing cluster is given, on a local lake; then a write to s3a:// through Spark
+    jars = s3a_classpath()
+    assert jars, "make s3a-jars has not run: .cache/s3a holds no hadoop-aws"
+    output = f"s3a://{bucket}/spark-write"
+    _run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", spark_cluster.url, "--conf", "spark.executor.memory=1g",
+          "--driver-class-path", jars, "--conf", f"spark.executor.extraClassPath={jars}",
+          str(REPO / "tests" / "integration" / "pipeline" / "spark_s3a_write.py"), output, "--",
+          "--lake", str(submitted)], tmp_path, seaweed_s3)
 
     expected = _results(local)
     assert sum(len(rows) for rows in expected.values()) > 20  # a real result set, not empty tables
-    assert _results(on_cluster) == expected
+    assert _results(on_s3) == expected
     assert _results(submitted) == expected
+    success = json.loads(seaweed_s3.read(bucket, "spark-write/_SUCCESS"))
+    assert success["committer"] == "magic" and len(success["filenames"]) == 4, success
+    secret = seaweed_s3.secret_key
+    for work in spark_cluster.work_dirs:  # the workers' logs and the apps' files never hold the secret
+        for path in work.rglob("*"):
+            if path.is_file() and path.stat().st_size < 5_000_000:
+                assert secret not in path.read_text(errors="replace"), path
