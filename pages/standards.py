@@ -135,7 +135,7 @@ def _instances(shown: standards_views.Standards, policy: str | None, cluster: st
     st.caption(f"The client instances behind the {len(clients)} client findings above: {len(named)} of {total} named "
                "(client.id, group.id, software, principal, address and when last seen, from their latest pushed "
                "configuration; at most 1,000 per policy and cluster, the rest counted). An instance that does not "
-               "report the key is 'not reported', never passing.")
+               "report the key is 'not reported': unknown unless the policy's `unreported` says otherwise.")
     if named.empty:
         return
     components.data_table(_status(named, "outcome"), key="standards_instances", name="standards-instances",
