@@ -1,5 +1,5 @@
 """Standards page: how the clusters meet the policy file, per cluster and per policy, over 30 days, down to each
-violating topic, broker, group or client value (docs/standards.md)."""
+violating topic, broker, group, client value and client instance (docs/standards.md)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,7 @@ def main() -> None:
     if found.empty:
         return
     chosen = set(data.chosen_clusters(location)["cluster_name"])
-    results = found.results[found.results["cluster_name"].isin(chosen)]
-    shown = standards_views.Standards(results=results, items=found.items[found.items["cluster_name"].isin(chosen)],
-                                      policies=found.policies, waivers=found.waivers, file=found.file)
+    shown = found.only(clusters=chosen)
     summary = standards_views.fleet_summary(shown)
     cols = st.columns(4)
     cols[0].metric("Passing", "–" if summary["percent_passing"] is None else f"{summary['percent_passing']:.0f} %",
@@ -122,6 +120,27 @@ def _drill_down(shown: standards_views.Standards) -> None:
                "the value seen, the value wanted and since when.")
     components.data_table(_status(items, "outcome"), key="standards_items", name="standards-findings", hide_index=True,
                           column_config={"since": TIMES["since"]})
+    _instances(shown, policy, cluster, outcomes)
+
+
+def _instances(shown: standards_views.Standards, policy: str | None, cluster: str | None,
+               outcomes: list[str]) -> None:
+    named = standards_views.drill_down_instances(shown, policy, cluster, outcomes or None)
+    clients = standards_views.drill_down(shown, policy, cluster, outcomes or None)
+    clients = clients[clients["kind"] == "clients"]
+    if clients.empty:
+        return
+    st.subheader("Instances to chase")
+    total = int(clients["count"].sum())
+    st.caption(f"The client instances behind the {len(clients)} client findings above: {len(named)} of {total} named "
+               "(client.id, group.id, software, principal, address and when last seen, from their latest pushed "
+               "configuration; at most 1,000 per policy and cluster, the rest counted). An instance that does not "
+               "report the key is 'not reported': unknown unless the policy's `unreported` says otherwise.")
+    if named.empty:
+        return
+    components.data_table(_status(named, "outcome"), key="standards_instances", name="standards-instances",
+                          hide_index=True, column_config={"last_seen": st.column_config.DatetimeColumn(
+                              "last seen (UTC)", format="YYYY-MM-DD HH:mm")})
 
 
 main()

@@ -153,8 +153,9 @@ def build_mcp(state: ScopedLakes) -> MCPServer[Any]:
     def standards(ctx: Context[Any, Any], cluster: list[str] | None = None, policy: str | None = None,
                   outcome: list[str] | None = None) -> dict[str, Any]:
         """How the clusters you may view meet the policy file: % passing overall, per cluster and per policy (worst
-        first). With `policy`: that policy's findings, the topics, brokers, groups and client values behind it
-        (`outcome`: violation, unknown, upcoming, waived)."""
+        first). With `policy`: that policy's findings, the topics, brokers, groups and client values behind it, and
+        the client instances behind each client value (kind `instance`: client.id, group.id, software, principal,
+        address, last seen) (`outcome`: violation, unknown, upcoming, waived)."""
         sl = _context(state, ctx, "standards", {"cluster": cluster, "policy": policy, "outcome": outcome})
         try:
             found = st.standards(sl, clusters=cluster or [])

@@ -401,20 +401,40 @@ class PolicyResult(_Model):
     stale: bool = Field(False, description="judged with an earlier version of the policy file")
 
 
+class FindingClient(_Model):
+    """A client instance behind a client finding, as its latest pushed configuration names it: who to chase."""
+
+    instance_id: str = Field(description="the client instance id (KIP-714/KIP-1324)")
+    client_type: str | None = None
+    client_id: str | None = Field(None, description="client.id")
+    group_id: str | None = Field(None, description="group.id (consumers)")
+    software_name: str | None = None
+    software_version: str | None = None
+    principal: str | None = None
+    client_address: str | None = None
+    last_seen: datetime | None = Field(None, description="when its latest configuration snapshot was received")
+
+
 class Finding(_Model):
-    """A subject of one policy on one cluster that does not pass (or is waived, or not yet in force)."""
+    """A subject of one policy on one cluster that does not pass (or is waived, or not yet in force); or, of kind
+    `instance`, a client instance behind a `clients` finding."""
 
     cluster: str
     policy_id: str
-    kind: str = Field(description="topic, broker, group, client value, cluster")
-    name: str
+    kind: str = Field(description="topic, broker, group, clients (a client type's value of a key, or a client "
+                                  "software), instance (a client instance behind a clients finding), cluster")
+    name: str = Field(description="the topic, broker id, group id, client value or software, or the instance id")
     outcome: StandardsStatus
     seen: str | None = None
     wanted: str | None = None
     reason: str = ""
-    count: int | None = None
+    count: int | None = Field(None, description="instances behind a clients finding (1 for an instance)")
     since: datetime | None = None
     waiver: str | None = Field(None, description="the waiver that covers it, if any")
+    named: int | None = Field(None, description="clients findings: how many of `count` instances are named (as rows "
+                                                "of kind instance); the rest are counted only")
+    finding: str | None = Field(None, description="instance rows: the name of the clients finding it is behind")
+    client: FindingClient | None = Field(None, description="instance rows: who the instance is")
 
 
 class StandardsTrendPoint(_Model):

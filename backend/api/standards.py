@@ -19,6 +19,9 @@ from backend.api.queries import NotFound, _int, _str, clusters_frame, value
 from backend.views import standards_views as sv
 from backend.views.scoped import ScopedLake
 
+CLIENT_FIELDS = ("client_type", "client_id", "group_id", "software_name", "software_version", "principal",
+                 "client_address")
+
 
 def _text(sl: ScopedLake, x: Any) -> str | None:
     text = _str(x)
@@ -31,9 +34,7 @@ def standards(sl: ScopedLake, *, clusters: Sequence[str] = (), tags: Sequence[st
     if not clusters and not tags:
         return found
     chosen = set(clusters_frame(sl, tags=tags, names=clusters)["cluster_name"])
-    return sv.Standards(results=found.results[found.results["cluster_name"].isin(chosen)],
-                        items=found.items[found.items["cluster_name"].isin(chosen)], policies=found.policies,
-                        waivers=found.waivers, file=found.file)
+    return found.only(clusters=chosen)
 
 
 def compliance(row: pd.Series | dict[str, Any]) -> m.Compliance:
@@ -49,7 +50,8 @@ def overview(sl: ScopedLake, *, clusters: Sequence[str] = (), tags: Sequence[str
     found = standards(sl, clusters=clusters, tags=tags)
     if policies:
         found = sv.Standards(results=found.results[found.results["policy_id"].isin(list(policies))],
-                             items=found.items, policies=found.policies, waivers=found.waivers, file=found.file)
+                             items=found.items, policies=found.policies, waivers=found.waivers, file=found.file,
+                             instances=found.instances)
     summary = sv.fleet_summary(found)
     summary["passing"] = sum(summary[s] for s in sv.PASSING)
     file = found.file or {}
@@ -123,18 +125,39 @@ def findings(sl: ScopedLake, policy: str, *, clusters: Sequence[str] = (), tags:
     if policy not in known:
         raise NotFound(f"policy {policy!r}")
     frame = sv.drill_down(found, policy, None, list(outcomes) or None)
+    named = sv.drill_down_instances(found, policy, None, list(outcomes) or None)
+    frame = frame.assign(named=frame.merge(
+        named.groupby(["cluster_name", "finding"]).size().rename("named").reset_index().rename(
+            columns={"finding": "name"}), on=["cluster_name", "name"], how="left")["named"].to_numpy())
+    frame.loc[frame["kind"] == "clients", "named"] = frame.loc[frame["kind"] == "clients", "named"].fillna(0)
+    rows = named.rename(columns={"client_instance_id": "name"}).assign(kind="instance", count=1, waiver=None,
+                                                                        reason="")
+    # each clients finding, then the instances behind it (the MCP tool shows them in this order; the API pages
+    # them in its own)
+    frame = frame.assign(_at=range(len(frame)), _sub=0)
+    at = frame.set_index(["cluster_name", "name"])["_at"]
+    rows = rows.assign(_at=[at.get((c, f), len(frame)) for c, f in zip(rows["cluster_name"], rows["finding"],
+                                                                        strict=True)], _sub=range(1, len(rows) + 1))
+    both = pd.concat([frame, rows], ignore_index=True) if not rows.empty else frame
+    both = both.sort_values(["_at", "_sub"], kind="stable").drop(columns=["_at", "_sub"]).reset_index(drop=True)
     if kinds:
-        frame = frame[frame["kind"].isin(list(kinds))]
-    return frame
+        both = both[both["kind"].isin(list(kinds))]
+    return both
 
 
 def finding_model(sl: ScopedLake, r: pd.Series) -> m.Finding:
     """A finding row."""
+    client = None
+    if r["kind"] == "instance":
+        client = m.FindingClient(instance_id=str(r["name"]),
+                                 **{f: _text(sl, r.get(f)) for f in CLIENT_FIELDS}, last_seen=value(r.get("last_seen")))
+    named = value(r.get("named")) if r["kind"] == "clients" else None
     return m.Finding(cluster=str(r["cluster_name"]), policy_id=str(r["policy_id"]), kind=str(r["kind"]),
                      name=str(r["name"]), outcome=str(r["outcome"]),  # type: ignore[arg-type]
                      seen=_text(sl, r.get("seen")), wanted=_text(sl, r.get("wanted")),
                      reason=_text(sl, r.get("reason")) or "", count=_int(r.get("count")), since=value(r.get("since")),
-                     waiver=_text(sl, r.get("waiver")))
+                     waiver=_text(sl, r.get("waiver")), named=None if named is None else int(named),
+                     finding=_text(sl, r.get("finding")) if r["kind"] == "instance" else None, client=client)
 
 
 def trend(sl: ScopedLake, *, days: int = sv.TREND_DAYS, scopes: Sequence[str] = (),

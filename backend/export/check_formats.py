@@ -7,7 +7,9 @@ policy; per (policy, cluster) a result per finding (a topic, broker, group or cl
 at the policy's level (critical: error, warning: warning, info: note), waived ones `fail` with an accepted external
 suppression, findings without evidence `open`, findings of a policy not yet in force `review`, and a `pass` result
 for a pair where everything passed. Each result points at the policy's line in the policy file and names the
-cluster and subject as a logical location.
+cluster and subject as a logical location. A client finding is one result per client instance behind it (up to
+SARIF_INSTANCES per policy and cluster, violations first), and one more for the instances it counts but does not name;
+text and JUnit name up to TEXT_INSTANCES per finding and count the rest; JSON carries every instance named.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from urllib.parse import quote
 from backend.export.check_report import CheckReport
 from backend.plain_text import visible
 from backend.standards.policy import Policy
-from backend.store.standards_model import PolicyItem, PolicyResult
+from backend.store.standards_model import STATUS_ORDER, ClientInstance, PolicyItem, PolicyResult
 
 FORMATS = ("text", "json", "sarif", "junit")
+SARIF_INSTANCES = 200  # instance results per (policy, cluster); the rest are counted in their finding's result
+TEXT_INSTANCES = 20  # instances named per finding in text and JUnit; the rest are counted
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVELS = {"critical": "error", "warning": "warning", "info": "note"}
 OUTCOME_KIND = {"violation": "fail", "waived": "fail", "unknown": "open", "upcoming": "review"}
@@ -61,6 +65,7 @@ def _text(report: CheckReport) -> str:
             lines.append(f"    {item.outcome:<9} {visible(item.subject)}: {visible(item.reason)}"
                          + (f" [waiver: {visible(item.waiver)}]" if item.waiver else "")
                          + (f" (since {item.since:%Y-%m-%d %H:%M} UTC)" if item.since else ""))
+            lines += [f"        {visible(line)}" for line in instance_lines(item)]
         if r.items_omitted:
             lines.append(f"    ... and {r.items_omitted} more")
         if r.status == "violation":
@@ -75,10 +80,33 @@ def _text(report: CheckReport) -> str:
 # --------------------------------------------------------------------------------------------------------- JSON
 
 
+def instance_lines(item: PolicyItem, limit: int = TEXT_INSTANCES) -> list[str]:
+    """The instances behind a client finding, one line each (up to ``limit``), and how many more it counts."""
+    if item.kind != "clients":
+        return []
+    lines = [f"instance: {c.label()}" for c in item.instances[:limit]]
+    rest = item.count - min(len(item.instances), limit)
+    if rest > 0:
+        lines.append(f"... and {rest} more instance(s)" if lines else f"{rest} instance(s), not named")
+    return lines
+
+
+def client_json(c: ClientInstance) -> dict[str, Any]:
+    """A client instance as plain JSON."""
+    return {"instance_id": c.instance_id, "client_type": c.client_type, "client_id": c.client_id,
+            "group_id": c.group_id, "software_name": c.software_name, "software_version": c.software_version,
+            "principal": c.principal, "client_address": c.client_address,
+            "last_seen": c.last_seen.isoformat() if c.last_seen else None}
+
+
 def _item_json(i: PolicyItem) -> dict[str, Any]:
-    return {"kind": i.kind, "name": i.name, "outcome": i.outcome, "seen": i.seen, "wanted": i.wanted,
-            "reason": i.reason, "count": i.count, "since": i.since.isoformat() if i.since else None,
-            "waiver": i.waiver}
+    out: dict[str, Any] = {"kind": i.kind, "name": i.name, "outcome": i.outcome, "seen": i.seen, "wanted": i.wanted,
+           "reason": i.reason, "count": i.count, "since": i.since.isoformat() if i.since else None,
+           "waiver": i.waiver}
+    if i.kind == "clients":
+        out["instances"] = [client_json(c) for c in i.instances]
+        out["unnamed"] = i.unnamed
+    return out
 
 
 def result_json(r: PolicyResult) -> dict[str, Any]:
@@ -128,7 +156,8 @@ def _rule(policy: Policy) -> dict[str, Any]:
     return rule
 
 
-def _location(report: CheckReport, policy: Policy, cluster: str, item: PolicyItem | None) -> dict[str, Any]:
+def _location(report: CheckReport, policy: Policy, cluster: str, item: PolicyItem | None,
+              client: ClientInstance | None = None) -> dict[str, Any]:
     physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(report.policies.source)}}
     if policy.line > 0:
         physical["region"] = {"startLine": policy.line}
@@ -136,6 +165,9 @@ def _location(report: CheckReport, policy: Policy, cluster: str, item: PolicyIte
     if item is not None and item.kind != "cluster":
         logical.append({"name": item.name, "kind": item.kind,
                         "fullyQualifiedName": f"{cluster}/{item.kind}/{item.name}"})
+    if client is not None:
+        logical.append({"name": client.instance_id, "kind": "instance",
+                        "fullyQualifiedName": f"{cluster}/instance/{client.instance_id}"})
     return {"physicalLocation": physical, "logicalLocations": logical}
 
 
@@ -143,27 +175,41 @@ def _fingerprint(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
-def _sarif_result(report: CheckReport, index: int, policy: Policy, r: PolicyResult, item: PolicyItem | None
-                  ) -> dict[str, Any]:
+def _sarif_result(report: CheckReport, index: int, policy: Policy, r: PolicyResult, item: PolicyItem | None,
+                  client: ClientInstance | None = None, rest: int | None = None) -> dict[str, Any]:
+    """One result: a pair, a finding, a client instance behind a finding (``client``), or the ``rest`` of a client
+    finding's instances that no result of their own names."""
     outcome = item.outcome if item is not None else r.status
     kind = OUTCOME_KIND.get(outcome, "pass")
+    seen = f" (seen {item.seen if item.seen is not None else 'nothing'}; wanted {item.wanted})" \
+        if item is not None and outcome in ("violation", "waived") else ""
     if item is None:
         text = f"{policy.title} on {r.cluster_name}: {r.reason}"
+    elif client is not None:
+        text = f"{policy.title} on {r.cluster_name}: {item.subject}: {client.label()}{seen}"
+    elif rest is not None and rest != item.count:
+        text = f"{policy.title} on {r.cluster_name}: {item.subject}: {rest} more instance(s) of {item.count}{seen}"
     else:
-        text = f"{policy.title} on {r.cluster_name}: {item.subject}: {item.reason}"
-        if outcome in ("violation", "waived"):
-            text += f" (seen {item.seen if item.seen is not None else 'nothing'}; wanted {item.wanted})"
+        text = f"{policy.title} on {r.cluster_name}: {item.subject}: {item.reason}{seen}"
+    properties: dict[str, Any] = {"cluster": r.cluster_name, "status": r.status, "outcome": outcome,
+                                  "severity": r.severity}
+    if item is None:
+        properties.update(checked=r.checked, passing=r.passing)
+    else:
+        properties.update(subject=item.subject, seen=item.seen, wanted=item.wanted,
+                          count=1 if client is not None else (rest if rest is not None else item.count),
+                          since=item.since.isoformat() if item.since else None)
+    if client is not None:
+        properties.update(finding=item.name if item is not None else None, client=client_json(client))
     result: dict[str, Any] = {
         "ruleId": policy.id, "ruleIndex": index, "kind": kind,
         "level": LEVELS[policy.severity] if kind == "fail" else "none",
         "message": {"text": text},
-        "locations": [_location(report, policy, r.cluster_name, item)],
+        "locations": [_location(report, policy, r.cluster_name, item, client)],
         "partialFingerprints": {"fleetviewFinding/v1": _fingerprint(
-            policy.id, r.cluster_name, item.kind if item else "", item.name if item else "")},
-        "properties": {"cluster": r.cluster_name, "status": r.status, "outcome": outcome, "severity": r.severity,
-                       **({"subject": item.subject, "seen": item.seen, "wanted": item.wanted, "count": item.count,
-                           "since": item.since.isoformat() if item.since else None} if item else
-                          {"checked": r.checked, "passing": r.passing})},
+            policy.id, r.cluster_name, "instance" if client is not None else (item.kind if item else ""),
+            client.instance_id if client is not None else (item.name if item else ""))},
+        "properties": properties,
     }
     if outcome == "waived" and item is not None:
         result["suppressions"] = [{"kind": "external", "status": "accepted",
@@ -193,8 +239,15 @@ def sarif(report: CheckReport | None, error: str | None = None) -> dict[str, Any
         if not r.items:  # unknown for the whole cluster
             run["results"].append(_sarif_result(report, index[policy.id], policy, r, None))
             continue
-        for item in r.items:
-            run["results"].append(_sarif_result(report, index[policy.id], policy, r, item))
+        budget = SARIF_INSTANCES
+        for item in sorted(r.items, key=lambda i: STATUS_ORDER.get(i.outcome, 9)):
+            named = item.instances[:budget] if item.kind == "clients" else ()
+            budget -= len(named)
+            for client in named:
+                run["results"].append(_sarif_result(report, index[policy.id], policy, r, item, client))
+            rest = item.count - len(named) if item.kind == "clients" else None
+            if rest is None or rest > 0:
+                run["results"].append(_sarif_result(report, index[policy.id], policy, r, item, rest=rest))
     invocation.update(exitCode=report.exit_code, endTimeUtc=report.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
     unknown = [r for r in report.results if r.status == "unknown"]
     if unknown:
@@ -238,7 +291,7 @@ def junit(report: CheckReport | None, error: str | None = None) -> str:
         for r in results:
             case = ET.SubElement(suite, "testcase", classname=f"fleetview.{policy.id}", name=visible(r.cluster_name))
             details = "\n".join(f"{i.outcome}: {i.subject}: {i.reason}" + (f" [waiver: {i.waiver}]" if i.waiver else "")
-                                for i in r.items)
+                                + "".join(f"\n    {line}" for line in instance_lines(i)) for i in r.items)
             if r.status == "violation":
                 node = ET.SubElement(case, "failure", message=visible(r.reason), type="violation")
                 node.text = visible(details + f"\nwanted: {policy.wanted()}")

@@ -267,10 +267,7 @@ STANDARDS_FINDINGS = 100
 def load_standards(location: str, clusters: list[str], *, scope: Scope | None = None) -> standards_views.Standards:
     """The policies' results and findings on the chosen clusters (within ``scope``), as the Standards page shows."""
     found = standards_views.load(location, scope)
-    keep = set(clusters)
-    return standards_views.Standards(results=found.results[found.results["cluster_name"].isin(keep)],
-                                     items=found.items[found.items["cluster_name"].isin(keep)],
-                                     policies=found.policies, waivers=found.waivers, file=found.file)
+    return found.only(clusters=set(clusters))
 
 
 def _standards_section(found: standards_views.Standards | None) -> list[str]:
@@ -295,6 +292,14 @@ def _standards_section(found: standards_views.Standards | None) -> list[str]:
         shown = findings.head(STANDARDS_FINDINGS)[["cluster_name", "policy_id", "outcome", "kind", "name", "seen",
                                                    "wanted", "since", "reason"]]
         parts += [f"<h3>Findings ({len(shown)} of {len(findings)}: violations, then unknowns)</h3>", _table(shown)]
+    named = standards_views.drill_down_instances(found, outcomes=("violation", "unknown"))
+    if not named.empty:
+        shown = named.head(STANDARDS_FINDINGS)[["cluster_name", "policy_id", "finding", "outcome", "client_id",
+                                                "group_id", "client_instance_id", "software_name", "software_version",
+                                                "principal", "client_address", "last_seen"]]
+        parts += [f"<h3>Client instances to chase ({len(shown)} of {len(named)})</h3>",
+                  "<p>The instances behind the client findings above, as their latest pushed configuration names "
+                  "them.</p>", _table(shown)]
     return parts
 
 

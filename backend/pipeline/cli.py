@@ -20,17 +20,27 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true", help="recompute from every snapshot")
     parser.add_argument("--window-days", type=float, default=None,
                         help="only instances whose latest snapshot is this recent")
-    parser.add_argument("--config", default=None, help="fleet file (TOML) for lake_path/spark_master")
+    parser.add_argument("--config", default=None,
+                        help="fleet file (TOML) for lake_path/spark_master, and the policy file it names")
+    parser.add_argument("--policies", action="append", default=[],
+                        help="a policy file whose client_config keys to keep per instance (repeatable; the poller's "
+                             "policy file in the lake and the fleet file's are always kept)")
 
 
-def _settings(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
+def _settings(args: argparse.Namespace) -> tuple[str, str | None, str | None, list[str]]:
     master, driver_host = args.master, None
+    policies = list(getattr(args, "policies", []) or [])
     if args.config:
         from backend.config import load_fleet
+        from backend.standards.engine import policies_path
 
-        settings = load_fleet(args.config).settings
+        fleet = load_fleet(args.config)
+        settings = fleet.settings
         master, driver_host = master or settings.spark_master, settings.spark_driver_host
-    return configured_lake(args.lake, fleet_file=args.config), master, driver_host
+        named = policies_path(fleet)
+        if named is not None:
+            policies.append(str(named))
+    return configured_lake(args.lake, fleet_file=args.config), master, driver_host, policies
 
 
 STOPPED_EXIT = 143
@@ -62,7 +72,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     from backend.signals import stop_on_signals
 
     try:
-        lake, master, driver_host = _settings(args)
+        lake, master, driver_host, policy_files = _settings(args)
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -76,7 +86,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
         with stop_on_signals(on_stop):
             summary = run_analysis(lake, master=master, full=args.full, window_days=args.window_days,
                                    progress=lambda msg: print(f"  .. {msg}", flush=True), short_lived=True,
-                                   driver_host=driver_host)
+                                   driver_host=driver_host, policy_files=policy_files)
     except CommitConflict as exc:
         print(f"error: {exc}", file=sys.stderr)
         return CONFLICT_EXIT
@@ -98,6 +108,9 @@ def run_analyze_command(args: argparse.Namespace) -> int:
         print(f"  changed instances:   {summary.instances_changed} ({summary.instances_new} new, "
               f"{summary.instances_updated} updated): {summary.rows_added} entries counted, "
               f"{summary.rows_removed} taken out ({summary.files_reread} files read again)")
+    print(f"  keys per instance:   {', '.join(summary.watched_keys) or 'none (no client_config policy)'}"
+          + (f"; {summary.instances_refilled} unchanged instances read again for new ones"
+             if summary.instances_refilled else ""))
     print(f"  quarantined (total): {summary.quarantined}")
     print(f"  sensitive dropped:   {summary.sensitive_dropped}")
     print(f"  untyped records:     {summary.untyped}")

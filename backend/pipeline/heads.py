@@ -116,14 +116,17 @@ def supersede(prior: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table, pa.Ta
     return pa.concat_tables([kept, changed]), changed, replaced
 
 
-def wanted(changed: pa.Table, replaced: pa.Table) -> tuple[pa.Table, pd.DataFrame]:
+def wanted(changed: pa.Table, replaced: pa.Table, refill: pa.Table | None = None) -> tuple[pa.Table, pd.DataFrame]:
     """The instance pass's input: (instance, snapshot, sid, cls, w), sid numbering the snapshots, w +1 for a
-    changed head and -1 for the head it replaces; and the classes: cls -> (cluster_id, client_type, group_id)."""
-    both = pa.concat_tables([changed.select([IDS, "snapshot_id", *CLASS_COLUMNS]),
-                             replaced.select([IDS, "snapshot_id", *CLASS_COLUMNS])])
+    changed head, -1 for the head it replaces and 0 for an unchanged head read again only for the watched keys a
+    policy file named since (``refill``); and the classes: cls -> (cluster_id, client_type, group_id)."""
+    parts = [changed, replaced, *([refill] if refill is not None else [])]
+    both = pa.concat_tables([p.select([IDS, "snapshot_id", *CLASS_COLUMNS]) for p in parts])
     frame = both.select(list(CLASS_COLUMNS)).to_pandas()
     cls = frame.groupby(list(CLASS_COLUMNS), dropna=False, sort=False).ngroup().to_numpy(np.int32)
     classes = frame.assign(cls=cls).drop_duplicates("cls").set_index("cls").sort_index()
-    weights = np.concatenate([np.ones(changed.num_rows, np.int32), -np.ones(replaced.num_rows, np.int32)])
+    weights = np.concatenate([np.ones(changed.num_rows, np.int32), -np.ones(replaced.num_rows, np.int32),
+                              np.zeros(refill.num_rows if refill is not None else 0, np.int32)])
+    # one chunk per column: Spark's createDataFrame of an Arrow table whose first chunks are empty reads no rows
     return pa.table({IDS: both[IDS], "snapshot_id": both["snapshot_id"], "sid": np.arange(both.num_rows, dtype=np.int32),
-                     "cls": cls, "w": weights}), classes
+                     "cls": cls, "w": weights}).combine_chunks(), classes

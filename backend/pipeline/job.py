@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -29,6 +30,7 @@ from backend.pipeline import rules as R
 from backend.pipeline.spark import SMALL_RUN_ROWS, get_spark, jvm_flags, size_session
 from backend.pipeline.state_store import (
     COUNT_SCHEMA,
+    VALUE_SCHEMA,
     LakePaths,
     PipelineState,
     StateRead,
@@ -40,11 +42,12 @@ from backend.pipeline.state_store import (
     read_tables,
     write_tables,
 )
+from backend.pipeline.watched import watched_keys
 from backend.search.updates import index_pipeline_run
 from backend.store.tables import read_table, replace_table, table_generation
 
 SPARK_RESULTS = ("distributions", "default_share", "numeric_summary", "drift_clusters",
-                 "drift_keys", "group_drift", "group_configs", "client_versions", "config_alerts")
+                 "drift_keys", "group_drift", "group_configs", "client_versions", "config_alerts", "client_instances")
 
 
 @dataclass
@@ -82,6 +85,8 @@ class AnalysisSummary:
     files_reread: int = 0
     spark_jobs: int = 0
     spark_stages: int = 0
+    watched_keys: list[str] = field(default_factory=list)  # the keys results/client_instances covers
+    instances_refilled: int = 0  # unchanged instances read again for keys a policy file named since the last run
 
 
 def _brokers(lake: str) -> pd.DataFrame:
@@ -145,6 +150,7 @@ def run_analysis(
     *,
     short_lived: bool = False,
     driver_host: str | None = None,
+    policy_files: Sequence[str | Path] = (),
 ) -> AnalysisSummary:
     """Fold new client_configs into the state and rewrite lake/results.
 
@@ -155,26 +161,40 @@ def run_analysis(
     snapshot is that recent. ``short_lived``: the process exits after this run (the CLI), so a small
     run may start the JVM with start-up settings (backend.pipeline.spark.get_spark); a long-lived
     driver leaves it false. ``driver_host``: where a driver this run starts listens (default loopback).
+
+    Every instance's value of each key a client-config policy names (the poller's policy file in the lake, and
+    ``policy_files``) goes to results/client_instances; a key named since the last run is read for every unchanged
+    instance too (from the files holding their latest snapshots, only that key's rows), one no policy names any
+    more is dropped (backend.pipeline.watched).
     """
     paths = LakePaths(lake)
     found = read_state(paths)
     state = None if full else found.state
     reason = _full_reason(full, window_days, state, paths)
-    summary = _run(paths, found, state, reason, master, window_days, progress, short_lived, driver_host)
+    watched = watched_keys(paths.where, policy_files, progress)
+    summary = _run(paths, found, state, reason, master, window_days, progress, short_lived, driver_host, watched)
     if summary is None:  # the state needs files that are gone: a full run instead
         summary = _run(paths, found, None, "files the state was built from are gone", master, window_days, progress,
-                       short_lived, driver_host)
+                       short_lived, driver_host, watched)
     assert summary is not None
     return summary
 
 
+def _session(master: str | None, rows: int, short_lived: bool, driver_host: str | None, lake: str,
+             group: str) -> SparkSession:
+    spark = get_spark(master, short_lived=short_lived and rows <= SMALL_RUN_ROWS, driver_host=driver_host, lake=lake)
+    spark.sparkContext.setJobGroup(group, "fleetview analyze", interruptOnCancel=False)
+    size_session(spark, rows)
+    return spark
+
+
 def _run(paths: LakePaths, found: StateRead, state: PipelineState | None, reason: str, master: str | None,
          window_days: float | None, progress: Callable[[str], None] | None, short_lived: bool,
-         driver_host: str | None) -> AnalysisSummary | None:
+         driver_host: str | None, watched: list[str]) -> AnalysisSummary | None:
     started = time.monotonic()
     say = progress or (lambda _msg: None)
     lake = paths.lake
-    summary = AnalysisSummary(lake=lake, full=bool(reason), full_reason=reason)
+    summary = AnalysisSummary(lake=lake, full=bool(reason), full_reason=reason, watched_keys=watched)
     summary.quarantined, summary.sensitive_dropped, summary.untyped = _ingest_totals(lake)
     all_files = paths.config_files()
     done = set(state.processed_files) if state is not None else set()
@@ -184,7 +204,12 @@ def _run(paths: LakePaths, found: StateRead, state: PipelineState | None, reason
     behind = _results_behind(paths, state)
     if behind:
         say("results tables are behind the committed state (a run stopped before switching them): writing them")
-    if not reason and not new_files and not brokers_changed and not behind:
+    keys_changed = state is not None and state.watched_keys != watched
+    fill = sorted(set(watched) - set(state.watched_keys)) if state is not None else []
+    if keys_changed:
+        say(f"client-config keys kept per instance: {', '.join(watched) or 'none'}"
+            + (f" ({', '.join(fill)} to read for every instance)" if fill else ""))
+    if not reason and not new_files and not brokers_changed and not behind and not keys_changed:
         summary.skipped = True
         summary.duration_s = time.monotonic() - started
         say("nothing new; results are current")
@@ -194,15 +219,12 @@ def _run(paths: LakePaths, found: StateRead, state: PipelineState | None, reason
     tables = empty_tables() if state is None else read_tables(paths, state)
     summary.files_processed = len(new_files)
     say(f"{len(new_files)} new client_configs files ({len(all_files)} in the lake)")
-    changed = tables["heads"].slice(0, 0)
+    changed = replaced = tables["heads"].slice(0, 0)
+    heads_after, reread = tables["heads"], []
     spark: SparkSession | None = None
     group = f"fleetview-analyze-{uuid.uuid4().hex}"
     if new_files:
-        rows_in = paths.config_rows(new_files)
-        spark = get_spark(master, short_lived=short_lived and rows_in <= SMALL_RUN_ROWS, driver_host=driver_host,
-                          lake=lake)
-        spark.sparkContext.setJobGroup(group, "fleetview analyze", interruptOnCancel=False)
-        size_session(spark, rows_in)
+        spark = _session(master, paths.config_rows(new_files), short_lived, driver_host, lake, group)
         snapshots = passes.snapshot_table(passes.read_rows(spark, _spark_paths(paths, new_files)))
         new_heads, summary.records_read, summary.snapshots_read = H.heads_of(snapshots,
                                                                              paths.spark_path("client_configs"))
@@ -221,23 +243,37 @@ def _run(paths: LakePaths, found: StateRead, state: PipelineState | None, reason
         summary.rows_removed = int(pc.sum(replaced["rows"]).as_py() or 0)
         say(f"{summary.instances_changed} instances changed ({summary.instances_new} new, "
             f"{summary.instances_updated} updated); {len(reread)} files read again for their old entries")
-        if changed.num_rows:
-            tables = _fold(spark, paths, tables, changed, replaced, new_files + reread, summary, say)
-            tables["heads"] = heads_after
+    # Keys a policy file named since the last run: every unchanged instance's latest snapshot is read again for them.
+    refill = heads_after.filter(pc.invert(pc.is_in(heads_after[H.IDS], value_set=changed[H.IDS].combine_chunks()))) \
+        if fill else heads_after.slice(0, 0)
+    refill_files = sorted({f for files in refill["files"].to_pylist() for f in files} - set(new_files) - set(reread))
+    if set(refill_files) - set(all_files):
+        say(f"{len(set(refill_files) - set(all_files))} files the state was built from are gone")
+        return None
+    summary.instances_refilled = refill.num_rows
+    if changed.num_rows or refill.num_rows:
+        files = new_files + reread + refill_files
+        if refill.num_rows:
+            say(f"{refill.num_rows} unchanged instances read again for {', '.join(fill)} ({len(refill_files)} files)")
+        spark = spark or _session(master, paths.config_rows(files), short_lived, driver_host, lake, group)
+        tables = _fold(spark, paths, tables, changed, replaced, refill, files, watched, fill, summary, say)
+        tables["heads"] = heads_after
+    tables["values"] = tables["values"].filter(pc.is_in(tables["values"]["key"], value_set=pa.array(watched, pa.string())))
     summary.instances = tables["heads"].num_rows
     generation = found.generation + 1
-    rewrite = bool(changed.num_rows or reason or brokers_changed or behind
+    rewrite = bool(changed.num_rows or reason or brokers_changed or behind or keys_changed
                    or not paths.exists("results", "config_alerts"))
-    frames = _results_frames(tables, brokers_seen, summary) if rewrite else None
+    frames = _results_frames(tables, brokers_seen, watched, summary) if rewrite else None
     if frames is None:
         say("no instance changed; results are current")
         for name in SPARK_RESULTS:
             summary.result_rows[name] = read_table(lake, f"results/{name}").num_rows
         summary.alerts_by_severity = dict(Counter(read_table(lake, "results/config_alerts").column("severity").to_pylist()))
-    kept = state.tables if state is not None and not changed.num_rows and not reason else None
+    kept = state.tables if state is not None and not changed.num_rows and not reason and not keys_changed else None
     written = None if kept else write_tables(paths, tables, generation)
     new_state = PipelineState(generation, kept or written or "", window_days, sorted(done | set(new_files)),
-                              brokers_seen, generation if frames is not None else (state.results_generation if state else 0))
+                              brokers_seen, generation if frames is not None else (state.results_generation if state else 0),
+                              watched)
     # Commit: state.json names the new generation, over the version this run read. A crash before this line leaves
     # the previous state current (reading files it already holds again changes nothing: their snapshots supersede
     # nothing); a run that committed first wins, and this one removes its generation and stops here.
@@ -265,10 +301,11 @@ def _spark_paths(paths: LakePaths, files: list[str]) -> list[str]:
 
 
 def _fold(spark: SparkSession, paths: LakePaths, tables: dict[str, pa.Table], changed: pa.Table,
-          replaced: pa.Table, files: list[str], summary: AnalysisSummary,
-          say: Callable[[str], None]) -> dict[str, pa.Table]:
-    """The instance pass over the changed heads (+1) and the heads they replace (-1), folded into the state."""
-    wanted, classes = H.wanted(changed, replaced)
+          replaced: pa.Table, refill: pa.Table, files: list[str], watched: list[str], fill: list[str],
+          summary: AnalysisSummary, say: Callable[[str], None]) -> dict[str, pa.Table]:
+    """The instance pass over the changed heads (+1), the heads they replace (-1) and the unchanged heads read again
+    for the keys to fill (0), folded into the state."""
+    wanted, classes = H.wanted(changed, replaced, refill if refill.num_rows else None)
     sized = size_session(spark, paths.config_rows(files))
     summary.shuffle_partitions = sized.shuffle_partitions
     if sized.small:
@@ -277,7 +314,15 @@ def _fold(spark: SparkSession, paths: LakePaths, tables: dict[str, pa.Table], ch
         f"{sized.rows} rows on {sized.cores} cores" + (" (set by $FLEETVIEW_SPARK_SHUFFLE_PARTITIONS)"
                                                         if sized.overridden else ""))
     out = passes.instance_pass(passes.read_rows(spark, _spark_paths(paths, files)), spark.createDataFrame(wanted),
-                               sized.shuffle_partitions)
+                               sized.shuffle_partitions, watched, fill if refill.num_rows else ())
+    kept_ids = changed[H.IDS].combine_chunks()
+    values = tables["values"].filter(pc.invert(pc.is_in(tables["values"][H.IDS], value_set=kept_ids)))
+    if "watched" in out.column_names:
+        seen = out.filter(pc.fill_null(out["watched"], False))
+        out = out.filter(pc.is_null(out["watched"]))
+        values = pa.concat_tables([values, RS.normalized_values(seen["sid"].combine_chunks(), seen["key"].combine_chunks(),
+                                                                seen["raw_value"].combine_chunks(),
+                                                                wanted[H.IDS].combine_chunks()).cast(VALUE_SCHEMA)])
     delta = out.filter(pc.is_null(out["rule_id"]))
     cls = delta["cls"].to_numpy()
     delta = pa.table({**{c: pa.array(classes[c].to_numpy()[cls], pa.string()) for c in H.CLASS_COLUMNS},
@@ -291,12 +336,12 @@ def _fold(spark: SparkSession, paths: LakePaths, tables: dict[str, pa.Table], ch
                       "observed_json": fired["observed_json"]})
     prior = tables["alerts"]
     return {"counts": counts.filter(pc.not_equal(counts["n"], 0)),
-            "alerts": pa.concat_tables([prior.filter(pc.invert(pc.is_in(prior[H.IDS], value_set=changed[H.IDS].combine_chunks()))),
+            "alerts": pa.concat_tables([prior.filter(pc.invert(pc.is_in(prior[H.IDS], value_set=kept_ids))),
                                         fired.cast(prior.schema)]),
-            "heads": tables["heads"]}
+            "heads": tables["heads"], "values": values}
 
 
-def _results_frames(tables: dict[str, pa.Table], brokers_seen: list[list[str]],
+def _results_frames(tables: dict[str, pa.Table], brokers_seen: list[list[str]], watched: list[str],
                     summary: AnalysisSummary) -> dict[str, pa.Table]:
     """Every results table, from the state's tables and the brokers' versions, on the driver."""
     computed_at = datetime.now(UTC)
@@ -312,6 +357,8 @@ def _results_frames(tables: dict[str, pa.Table], brokers_seen: list[list[str]],
         out[name] = RS.to_arrow(frame, name, computed_at)
         summary.result_rows[name] = len(frame)
     summary.alerts_by_severity = {str(k): int(v) for k, v in frames["config_alerts"]["severity"].value_counts().items()}
+    out["client_instances"] = RS.client_instances(tables["heads"], tables["values"], watched, computed_at)
+    summary.result_rows["client_instances"] = out["client_instances"].num_rows
     return out
 
 

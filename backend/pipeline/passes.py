@@ -12,13 +12,18 @@
      refresh replaces. The class stands for the snapshot's (cluster, client type, group.id);
    - the per-instance rules: one aggregation per snapshot of the rows of the keys they read (their
      normalised values as columns), every condition compiled onto those columns, and the alerts that
-     fire with the values they show.
-   Both results come back in one collect.
+     fire with the values they show;
+   - the watched keys (the keys the client-config policies name): each snapshot's entry of each, as the counts
+     take it, for the instances' table the standards name violators from. A snapshot of weight 0 is an
+     unchanged instance read again only for the keys a policy file named since (``fill``): only the rows of
+     those keys are kept after the join, and it adds nothing to the counts or the rules.
+   All of it comes back in one collect.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -72,26 +77,32 @@ def _fired() -> Column:
     return F.filter(F.array(*fired), lambda alert: alert.isNotNull())
 
 
-def instance_pass(rows: DataFrame, wanted: DataFrame, partitions: int) -> pa.Table:
-    """Counts by (cls, key, raw_value, type, is_default) -> ``n``, and alerts (sid, rule_id, observed_json).
+def instance_pass(rows: DataFrame, wanted: DataFrame, partitions: int, watched: Sequence[str] = (),
+                  fill: Sequence[str] = ()) -> pa.Table:
+    """Counts by (cls, key, raw_value, type, is_default) -> ``n``; alerts (sid, rule_id, observed_json); and, with
+    ``watched`` keys, each snapshot's entry of them (sid, key, raw_value, ``watched`` true) for weights >= 0.
 
     ``wanted``: (client_instance_id, snapshot_id, sid, cls, w), one row per snapshot, made on the driver
-    (sid numbers the snapshots).
+    (sid numbers the snapshots). ``fill``: the watched keys the snapshots of weight 0 are read for.
     """
-    return instance_frame(rows, wanted, partitions).toArrow()
+    return instance_frame(rows, wanted, partitions, watched, fill).toArrow()
 
 
-def instance_frame(rows: DataFrame, wanted: DataFrame, partitions: int) -> DataFrame:
+def instance_frame(rows: DataFrame, wanted: DataFrame, partitions: int, watched: Sequence[str] = (),
+                   fill: Sequence[str] = ()) -> DataFrame:
     """The instance pass as one DataFrame (its plan is in docs/spark.md); see instance_pass."""
     # After the join a snapshot is its number: the shuffle carries four numbers and the entry, and the sort
     # leads with an int.
-    latest = rows.select(IDS, "snapshot_id", "key", F.col("value").alias("raw_value"), "type", "is_default").join(
-        F.broadcast(wanted), [IDS, "snapshot_id"]).select("sid", "cls", "w", "key", *ENTRY).repartition(
-        partitions, "sid")
+    joined = rows.select(IDS, "snapshot_id", "key", F.col("value").alias("raw_value"), "type", "is_default").join(
+        F.broadcast(wanted), [IDS, "snapshot_id"])
+    if fill:  # an unchanged instance read again: only the keys to fill
+        joined = joined.where((F.col("w") != 0) | F.col("key").isin(*fill))
+    latest = joined.select("sid", "cls", "w", "key", *ENTRY).repartition(partitions, "sid")
     order = ["sid", "key", *ENTRY]
     entries = latest.sortWithinPartitions(*order).groupBy("sid", "key").agg(
-        F.first(F.struct(*ENTRY, "cls", "w")).alias("e")).select("key", "e.*")
-    counts = entries.groupBy("cls", "key", *ENTRY).agg(F.sum("w").alias("n"))
+        F.first(F.struct(*ENTRY, "cls", "w")).alias("e")).select("sid", "key", "e.*")
+    counted = entries.where(F.col("w") != 0) if fill else entries
+    counts = counted.groupBy("cls", "key", *ENTRY).agg(F.sum("w").alias("n"))
     # The rules read the changed snapshots' rows of the keys they name. The weight and class are kept as
     # columns (and filtered after the aggregation) so both branches broadcast the very same table.
     read = latest.where(F.col("key").isin(*RULE_KEYS)).sortWithinPartitions(*order).select(
@@ -100,4 +111,9 @@ def instance_frame(rows: DataFrame, wanted: DataFrame, partitions: int) -> DataF
         F.first(F.when(F.col("key") == key, F.col("e")), ignorenulls=True).alias(f"k{i}")
         for i, key in enumerate(RULE_KEYS)]).where((F.col("_w") > 0) & F.col("_c").isNotNull())
     alerts = values.select("sid", F.explode(_fired()).alias("a")).select("sid", "a.rule_id", "a.observed_json")
-    return counts.unionByName(alerts, allowMissingColumns=True)
+    out = counts.unionByName(alerts, allowMissingColumns=True)
+    if watched:
+        seen = entries.where(F.col("key").isin(*watched) & (F.col("w") >= 0)).select(
+            "sid", "key", "raw_value", F.lit(True).alias("watched"))
+        out = out.unionByName(seen, allowMissingColumns=True)
+    return out

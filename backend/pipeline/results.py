@@ -12,17 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from backend.pipeline import rules as R
 from backend.pipeline.heads import IDS
 from backend.pipeline.normalize import normalize_value
-from backend.store.config_schemas import NUMERIC_CONFIG_TYPES, SCHEMA_VERSION, arrow_schema
+from backend.store.config_schemas import NUMERIC_CONFIG_TYPES, SCHEMA_VERSION, WATCHED_KEYS_META, arrow_schema
 
 # value is normalised; raw_value is the spelling reported (distributions lists the spellings).
 VALUE_COUNT_KEYS = ("cluster_id", "client_type", "key", "value", "raw_value", "type", "is_default")
@@ -362,3 +363,46 @@ def results_tables(counts: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         "group_configs": group_configs(counts["group_counts"]),
         "client_versions": client_versions(counts["version_counts"]),
     }
+
+
+def normalized_values(sids: pa.Array, keys: pa.Array, raw: pa.Array, ids: pa.Array) -> pa.Table:
+    """The watched entries the instance pass returned (sid, key, spelling) as (instance, key, normalised value):
+    normalised once per distinct (key, spelling), as the counts are."""
+    frame = pd.DataFrame({"key": keys.to_pandas(), "raw": raw.to_pandas()})
+    pairs = frame.drop_duplicates()
+    pairs = pairs.assign(value=[normalize_value(k, r if isinstance(r, str) else None)
+                                for k, r in zip(pairs["key"], pairs["raw"], strict=True)])
+    merged = frame.merge(pairs, on=["key", "raw"], how="left")
+    value = merged["value"].astype(object).where(merged["value"].notna(), None)
+    return pa.table({IDS: pc.take(ids, sids), "key": keys, "value": pa.array(value.tolist(), pa.string())})
+
+
+def client_instances(heads: pa.Table, values: pa.Table, watched: Sequence[str], computed_at: datetime) -> pa.Table:
+    """results/client_instances: one row per instance (its head), its watched values sorted by key, and the keys
+    they cover in the file's metadata (so a key absent from ``configs`` is one the instance does not report)."""
+    schema = arrow_schema("client_instances")
+    heads = heads.sort_by([("cluster_id", "ascending"), (IDS, "ascending")])
+    n = heads.num_rows
+    keep = values.filter(pc.is_in(values["key"], value_set=pa.array(sorted(watched), pa.string())))
+    row = pc.index_in(keep[IDS], value_set=heads[IDS].combine_chunks())
+    keep, row = keep.filter(pc.is_valid(row)), row.filter(pc.is_valid(row))
+    order = pc.sort_indices(pa.table({"r": row, "k": keep["key"]}), sort_keys=[("r", "ascending"), ("k", "ascending")])
+    keep, rows = keep.take(order), row.take(order).to_numpy(zero_copy_only=False)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int32) if n else \
+        np.zeros(1, np.int32)
+    entry = schema.field("configs").type.value_type
+    structs = pa.StructArray.from_arrays([keep["key"].combine_chunks().cast(pa.string()),
+                                          keep["value"].combine_chunks().cast(pa.string())], fields=list(entry))
+    client_id = pc.coalesce(heads["client_id"], heads["cfg_client_id"])
+    columns = {
+        "cluster_id": heads["cluster_id"], IDS: heads[IDS], "client_type": heads["client_type"], "client_id": client_id,
+        "group_id": heads["group_id"], "client_software_name": heads["client_software_name"],
+        "client_software_version": heads["client_software_version"], "principal": heads["principal"],
+        "client_address": heads["client_address"], "broker_id": heads["broker_id"],
+        "snapshot_id": heads["snapshot_id"], "last_seen": heads["received_at"],
+        "configs": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs),
+        "computed_at": pa.array([computed_at] * n, schema.field("computed_at").type),
+        "schema_version": pa.array([SCHEMA_VERSION] * n, pa.int32()),
+    }
+    table = pa.table({f.name: columns[f.name] for f in schema}).cast(schema)
+    return table.replace_schema_metadata({WATCHED_KEYS_META: json.dumps(sorted(watched)).encode("utf-8")})

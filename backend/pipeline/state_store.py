@@ -4,8 +4,11 @@
 - ``g<generation>-<hex>/counts.parquet``: instances per (cluster, client type, group.id, key, spelling, type,
   is_default) over every instance's latest entries (what the value and group counts are made of);
 - ``g<generation>-<hex>/alerts.parquet``: the per-instance rules' alerts of every instance (instance, rule, values);
-- ``state.json`` (format 7): the current generation, its tables' directory, the client_configs files folded in,
-  the broker versions CC018 last saw, and the generation whose results tables are current. It is the commit: written
+- ``g<generation>-<hex>/values.parquet``: every instance's normalised value of each watched key it reports (the keys
+  the client-config policies name: backend.pipeline.watched), what results/client_instances is made of;
+- ``state.json`` (format 8): the current generation, its tables' directory, the client_configs files folded in,
+  the broker versions CC018 last saw, the watched keys values.parquet covers, and the generation whose results
+  tables are current. It is the commit: written
   last and conditionally, over the version the run read (S3 If-Match, a compare-and-rename locally), so a run that
   stops anywhere leaves the previous state current, and of two runs that read the same state only one commits (the
   other gets PipelineConflict and removes its generation directory). The results tables are switched after the
@@ -35,17 +38,18 @@ from backend.store.location import parse_lake
 
 STATE_DIR = "_state/pipeline"
 STATE = "state.json"
-# 7: the processed files and broker versions inside state.json (one commit), results switched after it.
-# Older formats (6: processed_files.json and broker_versions.json beside it; 5: Spark-written heads, entries and
-# tallies) are rebuilt by a full run.
-STATE_FORMAT = 7
+# 8: values.parquet and the watched keys (the instances behind client findings, issue 39). 7: the processed files and
+# broker versions inside state.json (one commit), results switched after it. Older formats (6: processed_files.json
+# and broker_versions.json beside it; 5: Spark-written heads, entries and tallies) are rebuilt by a full run.
+STATE_FORMAT = 8
 COUNT_SCHEMA = pa.schema([
     ("cluster_id", pa.string()), ("client_type", pa.string()), ("group_id", pa.string()), ("key", pa.string()),
     ("raw_value", pa.string()), ("type", pa.string()), ("is_default", pa.bool_()), ("n", pa.int64()),
 ])
 ALERT_SCHEMA = pa.schema([("client_instance_id", pa.string()), ("rule_id", pa.string()),
                           ("observed_json", pa.string())])
-SCHEMAS = {"heads": HEAD_SCHEMA, "counts": COUNT_SCHEMA, "alerts": ALERT_SCHEMA}
+VALUE_SCHEMA = pa.schema([("client_instance_id", pa.string()), ("key", pa.string()), ("value", pa.string())])
+SCHEMAS = {"heads": HEAD_SCHEMA, "counts": COUNT_SCHEMA, "alerts": ALERT_SCHEMA, "values": VALUE_SCHEMA}
 _GENERATION_DIR = re.compile(r"^g(\d+)-[0-9a-f]+$")
 
 
@@ -63,11 +67,13 @@ class PipelineState:
     processed_files: list[str] = field(default_factory=list)  # client_configs files folded in (relative paths)
     broker_versions: list[list[str]] = field(default_factory=list)  # what CC018 last compared with
     results_generation: int = 0  # the generation whose results tables are current
+    watched_keys: list[str] = field(default_factory=list)  # the keys values.parquet covers
 
     def to_json(self) -> dict[str, object]:
         return {"format": STATE_FORMAT, "schema_version": SCHEMA_VERSION, "generation": self.generation,
                 "tables": self.tables, "window_days": self.window_days, "processed_files": self.processed_files,
-                "broker_versions": self.broker_versions, "results_generation": self.results_generation}
+                "broker_versions": self.broker_versions, "results_generation": self.results_generation,
+                "watched_keys": self.watched_keys}
 
 
 @dataclass
@@ -134,7 +140,8 @@ def read_state(paths: LakePaths) -> StateRead:
         state = PipelineState(int(meta["generation"]), str(meta["tables"]), meta.get("window_days"),
                               [str(f) for f in meta.get("processed_files") or []],
                               [list(map(str, v)) for v in meta.get("broker_versions") or []],
-                              int(meta.get("results_generation") or 0))
+                              int(meta.get("results_generation") or 0),
+                              sorted(str(k) for k in meta.get("watched_keys") or []))
     except (KeyError, TypeError, ValueError):
         return StateRead(None, version, generation)
     if not all(paths.exists(STATE_DIR, state.tables, f"{name}.parquet") for name in SCHEMAS):
@@ -164,7 +171,7 @@ def empty_tables() -> dict[str, pa.Table]:
 
 
 def read_tables(paths: LakePaths, state: PipelineState) -> dict[str, pa.Table]:
-    """A generation's heads, counts and alerts."""
+    """A generation's heads, counts, alerts and values."""
     return {name: pq.read_table(paths.path(STATE_DIR, state.tables, f"{name}.parquet"), filesystem=paths.fs,
                                 schema=schema) for name, schema in SCHEMAS.items()}
 

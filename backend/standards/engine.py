@@ -27,7 +27,7 @@ from backend.standards.policy import EMPTY, Policy, PolicyFileError, PolicySet, 
 from backend.store.commit import CommitConflict
 from backend.store.model import Alert, ClusterSnapshot, FleetPoll, TopicSnapshot
 from backend.store.progress import load_state, save_state
-from backend.store.standards_model import PolicyItem, PolicyResult, StandardsSnapshot
+from backend.store.standards_model import ClientInstance, PolicyItem, PolicyResult, StandardsSnapshot
 
 log = logging.getLogger(__name__)
 DEFAULT_FILE = "policies.toml"
@@ -37,6 +37,12 @@ DOC_URL = "docs/standards.md"
 SUBJECTS = {"broker_config": "brokers", "topic_config": "topics", "topic_shape": "topics", "cluster": "cluster",
             "consumer_groups": "groups", "client_config": "clients", "client_software": "clients"}
 EVIDENCE_SAMPLE = 20
+EVIDENCE_INSTANCES = 5  # client instances named per finding in an incident's evidence
+
+
+def _who(client: ClientInstance) -> str:
+    """An instance in a line of evidence: its client.id, else its instance id."""
+    return client.client_id or f"instance {client.instance_id}"
 
 
 def policies_path(fleet: Fleet) -> Path | None:
@@ -539,14 +545,20 @@ def alert_of(policy: Policy, result: PolicyResult) -> Alert:
     violating = [i for i in result.items if i.outcome == "violation"]
     since = min((i.since for i in violating if i.since is not None), default=result.since)
     sample = [{"subject": i.subject, "seen": i.seen, "wanted": i.wanted, "since": i.since.isoformat() if i.since else None,
-               **({"waiver": i.waiver} if i.waiver else {})} for i in violating[:EVIDENCE_SAMPLE]]
+               **({"waiver": i.waiver} if i.waiver else {}),
+               **({"instances": [_who(c) for c in i.instances[:EVIDENCE_INSTANCES]], "instances_more":
+                   i.count - min(len(i.instances), EVIDENCE_INSTANCES)} if i.instances else {})}
+              for i in violating[:EVIDENCE_SAMPLE]]
     evidence: dict[str, Any] = {"policy": policy.id, "title": policy.title, "wanted": policy.wanted(),
                                 "violating": result.violating, "checked": result.checked,
                                 "since": since.isoformat() if since else None, "seen": sample}
     expired = sorted({i.waiver for i in violating if i.waiver})
     if expired:
         evidence["expired_waivers"] = expired
-    shown = "; ".join(f"{i.subject}: {i.seen}" for i in violating[:3])
+    shown = "; ".join(f"{i.subject}: {i.seen}" + (f" ({', '.join(_who(c) for c in i.instances[:3])}"
+                                                  + (f" and {i.count - min(len(i.instances), 3)} more"
+                                                     if i.count > min(len(i.instances), 3) else "") + ")"
+                                                  if i.instances else "") for i in violating[:3])
     more = f" and {len(violating) - 3} more" if len(violating) > 3 else ""
     explanation = (f"{policy.title}: {result.violating} of {result.checked} {SUBJECTS[policy.check]} violate it "
                    f"({shown}{more}); wanted {policy.wanted()}.")

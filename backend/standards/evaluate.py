@@ -18,11 +18,11 @@ from typing import Any
 
 from backend.kafka.client_floors import check as floor_family
 from backend.kafka.versions import detect_family
-from backend.standards.client_facts import ClientFacts
+from backend.standards.client_facts import ClientFacts, InstanceFacts
 from backend.standards.policy import Policy, Waiver
 from backend.standards.values import Requirement, against_ceiling, against_floor, version_bounds
 from backend.store.model import BrokerSnapshot, ClusterSnapshot, ConfigSnapshot, ConfigValue, TopicSnapshot
-from backend.store.standards_model import MAX_ITEMS, STATUS_ORDER, PolicyItem, PolicyResult
+from backend.store.standards_model import MAX_INSTANCES, MAX_ITEMS, STATUS_ORDER, PolicyItem, PolicyResult
 
 DEFAULT_SOURCE = "DEFAULT_CONFIG"
 OVERRIDE = "DYNAMIC_TOPIC_CONFIG"
@@ -67,6 +67,10 @@ TOPIC_DEFAULTS = {"remote.storage.enable": "false", "leader.replication.throttle
                   "follower.replication.throttled.replicas": "", "remote.log.copy.disable": "false",
                   "remote.log.delete.on.disable": "false"}
 SKIP = object()  # a topic or group the policy does not select
+# Why a client finding counts its instances without naming them (counts from the distributions).
+NOT_NAMED_YET = " (instances not named: no per-instance results yet; the next analysis writes them)"
+NOT_WATCHED = (" (instances not named: the last analysis did not keep this key per instance; its next run does once "
+               "the poller judges this policy file, or analyze --policies names it)")
 
 
 @dataclass
@@ -441,7 +445,8 @@ def groups(policy: Policy, snapshot: ClusterSnapshot) -> Raw:
 
 
 def client_config(policy: Policy, facts: ClientFacts | None, results: bool) -> Raw:
-    """Instances per client type and value of one key (the last analysis) against the requirement."""
+    """Instances per client type and value of one key (the last analysis) against the requirement; each finding
+    names the instances behind it when the analysis kept the key per instance (results/client_instances)."""
     if not results:
         return Raw(unknown_reason="no client-config results yet (a config source and an analysis run fill them)")
     if facts is None:
@@ -449,11 +454,16 @@ def client_config(policy: Policy, facts: ClientFacts | None, results: bool) -> R
     p = policy.params
     key, req, unreported = p["key"], p["require"], p["unreported"]
     wanted = req.text(key)
+    per_instance = facts.instances is not None and key in facts.instances.watched
+    if per_instance:
+        assert facts.instances is not None
+        return _client_config_per_instance(policy, facts.instances)
     raw = Raw(evidence_at=facts.computed_at)
     seen_types = [t for t in p["client_type"] if facts.types.get(t, 0) > 0]
     if not seen_types:
         return Raw(unknown_reason=f"no {' or '.join(p['client_type'])} of this cluster reported its configuration",
                    evidence_at=facts.computed_at)
+    note = NOT_WATCHED if facts.instances is not None else NOT_NAMED_YET
     for ctype in seen_types:
         total = facts.types[ctype]
         raw.checked += total
@@ -464,15 +474,77 @@ def client_config(policy: Policy, facts: ClientFacts | None, results: bool) -> R
                 raw.passing += n
             else:
                 raw.items.append(_item("clients", f"{ctype} {key}={value}", "violation", value, wanted,
-                                       f"{n} {ctype} instance(s) report {key} = {value}: {why}", count=n))
+                                       f"{n} {ctype} instance(s) report {key} = {value}: {why}{note}", count=n))
         missing = max(total - sum(values.values()), 0)
         if missing:
             if unreported == "pass":
                 raw.passing += missing
             else:
                 raw.items.append(_item("clients", f"{ctype} {key} not reported", unreported, None, wanted,
-                                       f"{missing} {ctype} instance(s) do not report {key}", count=missing))
+                                       f"{missing} {ctype} instance(s) do not report {key}{note}", count=missing))
     return raw
+
+
+def _client_config_per_instance(policy: Policy, instances: InstanceFacts) -> Raw:
+    """client_config over every instance of the analysis: the same findings as the counts give, each naming the
+    instances behind it (an instance that does not report the key is 'not reported', never passing by omission)."""
+    p = policy.params
+    key, req, unreported = p["key"], p["require"], p["unreported"]
+    wanted = req.text(key)
+    types = instances.types()
+    by_type: dict[str, list[int]] = defaultdict(list)
+    chosen = set(p["client_type"])
+    for row, ctype in enumerate(types):
+        if ctype in chosen:
+            by_type[ctype].append(row)
+    seen_types = [t for t in p["client_type"] if by_type.get(t)]
+    if not seen_types:
+        return Raw(unknown_reason=f"no {' or '.join(p['client_type'])} of this cluster reported its configuration",
+                   evidence_at=instances.computed_at)
+    raw = Raw(evidence_at=instances.computed_at)
+    reported = instances.values(key)
+    found: list[tuple[PolicyItem, list[int]]] = []
+    for ctype in seen_types:
+        rows = by_type[ctype]
+        raw.checked += len(rows)
+        by_value: dict[str | None, list[int]] = defaultdict(list)
+        missing: list[int] = []
+        for row in rows:
+            if row in reported:
+                by_value[reported[row]].append(row)
+            else:
+                missing.append(row)
+        for value, members in sorted(by_value.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))):
+            ok, why = req.test(key, value) if value is not None else (False, "reported without a value")
+            if ok:
+                raw.passing += len(members)
+            else:
+                n = len(members)
+                found.append((_item("clients", f"{ctype} {key}={value}", "violation", value, wanted,
+                                    f"{n} {ctype} instance(s) report {key} = {value}: {why}", count=n), members))
+        if missing:
+            if unreported == "pass":
+                raw.passing += len(missing)
+            else:
+                found.append((_item("clients", f"{ctype} {key} not reported", unreported, None, wanted,
+                                    f"{len(missing)} {ctype} instance(s) do not report {key}", count=len(missing)),
+                              missing))
+    raw.items = named_instances(found, instances)
+    return raw
+
+
+def named_instances(found: list[tuple[PolicyItem, list[int]]], instances: InstanceFacts,
+                    budget: int = MAX_INSTANCES) -> list[PolicyItem]:
+    """Each client finding with the instances behind it named, violations first, at most ``budget`` in all (the
+    rows come in client.id order; a finding's count stays exact whatever is named)."""
+    order = sorted(range(len(found)), key=lambda i: STATUS_ORDER.get(found[i][0].outcome, 9))
+    take: dict[int, list[int]] = {}
+    for i in order:
+        rows = found[i][1][:budget]
+        take[i] = rows
+        budget -= len(rows)
+    named = iter(instances.instances([r for i in range(len(found)) for r in take[i]]))
+    return [replace(item, instances=tuple(next(named) for _ in take[i])) for i, (item, _rows) in enumerate(found)]
 
 
 def _floor_of(floors: Mapping[str, tuple[str, tuple[int, int, int]]], name: str | None, version: str | None
@@ -491,10 +563,13 @@ def _floor_of(floors: Mapping[str, tuple[str, tuple[int, int, int]]], name: str 
 
 
 def client_software(policy: Policy, snapshot: ClusterSnapshot, facts: ClientFacts | None, results: bool) -> Raw:
-    """Client software (from the analysis, or the brokers' connection counts) against the floors."""
+    """Client software (from the analysis, or the brokers' connection counts) against the floors; from the analysis,
+    each finding names the instances behind it (results/client_instances)."""
     p = policy.params
     wanted = policy.wanted_text
-    counted: Iterable[tuple[str | None, str | None, int]]
+    counted: list[tuple[str | None, str | None, int, list[int]]]
+    instances: InstanceFacts | None = None
+    note = ""
     if p["source"] == "inventory":
         inventory = snapshot.inventory
         if inventory is None:
@@ -502,47 +577,60 @@ def client_software(policy: Policy, snapshot: ClusterSnapshot, facts: ClientFact
                                       "read yet)")
         if inventory.status == "error":
             return Raw(unknown_reason=f"the client inventory could not be read: {inventory.message or 'error'}")
-        counted = [(n, v, c) for (n, v), c in sorted(inventory.software().items())]
+        counted = [(n, v, c, []) for (n, v), c in sorted(inventory.software().items())]
         raw = Raw(evidence_at=inventory.collected_at)
         unit = "connection(s)"
     else:
         if not results:
             return Raw(unknown_reason="no client-config results yet (a config source and an analysis run fill them)")
-        if facts is None or not facts.software:
-            return Raw(unknown_reason="no client of this cluster reported its software")
         types = set(p["client_type"] or ())
-        merged: dict[tuple[str | None, str | None], int] = defaultdict(int)
-        for (ctype, name, version), n in facts.software.items():
-            if not types or ctype in types:
-                merged[(name, version)] += n
-        counted = [(n, v, c) for (n, v), c in sorted(merged.items(), key=lambda kv: str(kv[0]))]
-        raw = Raw(evidence_at=facts.computed_at)
+        instances = facts.instances if facts is not None and facts.instances is not None and len(facts.instances) \
+            else None
+        if instances is not None:
+            rows_of: dict[tuple[str | None, str | None], list[int]] = defaultdict(list)
+            for row, (ctype, software) in enumerate(zip(instances.types(), instances.software(), strict=True)):
+                if not types or ctype in types:
+                    rows_of[software].append(row)
+            counted = [(n, v, len(rows), rows) for (n, v), rows in sorted(rows_of.items(), key=lambda kv: str(kv[0]))]
+            raw = Raw(evidence_at=instances.computed_at)
+        else:
+            if facts is None or not facts.software:
+                return Raw(unknown_reason="no client of this cluster reported its software")
+            merged: dict[tuple[str | None, str | None], int] = defaultdict(int)
+            for (ctype, name, version), n in facts.software.items():
+                if not types or ctype in types:
+                    merged[(name, version)] += n
+            counted = [(n, v, c, []) for (n, v), c in sorted(merged.items(), key=lambda kv: str(kv[0]))]
+            raw = Raw(evidence_at=facts.computed_at)
+            note = NOT_NAMED_YET
         unit = "instance(s)"
-    for name, version, count in counted:
+    found: list[tuple[PolicyItem, list[int]]] = []
+    for name, version, count, rows in counted:
         raw.checked += count
         label = f"{name or 'unknown'} {version or ''}".strip()
+        item: PolicyItem | None = None
         if not name or name.lower() == "unknown":
             if p["unnamed"] == "pass":
                 raw.passing += count
             else:
-                raw.items.append(_item("clients", label, p["unnamed"], label, wanted,
-                                       f"{count} {unit} of software that sends no name (clients before 2.4)",
-                                       count=count))
-            continue
-        floor = _floor_of(p["floors"], name, version)
-        if floor is None:
-            raw.passing += count
-            continue
-        text, bound, compared = floor
-        bounds = version_bounds(compared)
-        if bounds is None:
-            raw.items.append(_item("clients", label, "unknown", label, wanted,
-                                   f"{count} {unit} of {label}: the version does not parse", count=count))
-        elif bounds[0] < bound:
-            raw.items.append(_item("clients", label, "violation", label, wanted,
-                                   f"{count} {unit} of {label}, below the floor {text}", count=count))
+                item = _item("clients", label, p["unnamed"], label, wanted,
+                             f"{count} {unit} of software that sends no name (clients before 2.4){note}", count=count)
         else:
-            raw.passing += count
+            floor = _floor_of(p["floors"], name, version)
+            bounds = version_bounds(floor[2]) if floor is not None else None
+            if floor is None:
+                raw.passing += count
+            elif bounds is None:
+                item = _item("clients", label, "unknown", label, wanted,
+                             f"{count} {unit} of {label}: the version does not parse{note}", count=count)
+            elif bounds[0] < floor[1]:
+                item = _item("clients", label, "violation", label, wanted,
+                             f"{count} {unit} of {label}, below the floor {floor[0]}{note}", count=count)
+            else:
+                raw.passing += count
+        if item is not None:
+            found.append((item, rows))
+    raw.items = named_instances(found, instances) if instances is not None else [item for item, _rows in found]
     if not raw.checked:
         raw.unknown_reason = "no client software seen"
     return raw
@@ -591,7 +679,7 @@ def finish_item(policy: Policy, cluster_name: str, item: PolicyItem, waivers: It
                 outcome = "upcoming"
                 reason = f"{reason} (in force from {policy.effective:%Y-%m-%d})"
     return PolicyItem(item.kind, item.name, outcome, item.seen, item.wanted, reason, item.count, first_seen or now,
-                      note)
+                      note, item.instances)
 
 
 def finish(policy: Policy, cluster_name: str, raw: Raw, waivers: Iterable[Waiver], now: datetime,

@@ -172,6 +172,28 @@ _COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("computed_at", _TS, False),
         ("schema_version", pa.int32(), False),
     ],
+    # One row per client instance (its latest snapshot): who it is, and the normalised values of the keys the
+    # client-config policies name (the "watched" keys: the policy file's client_config keys; a key the instance does
+    # not report is absent from `configs`, one it reports without a value has a null value). The file's metadata
+    # `fleetview.watched_keys` (a JSON list) says which keys `configs` covers. Standards name the instances behind a
+    # client finding from it (docs/standards.md).
+    "client_instances": [
+        ("cluster_id", pa.string(), False),
+        ("client_instance_id", pa.string(), False),
+        ("client_type", pa.string(), True),
+        ("client_id", pa.string(), True),  # as the snapshot names it, else its client.id config
+        ("group_id", pa.string(), True),
+        ("client_software_name", pa.string(), True),
+        ("client_software_version", pa.string(), True),
+        ("principal", pa.string(), True),
+        ("client_address", pa.string(), True),
+        ("broker_id", pa.int32(), True),
+        ("snapshot_id", pa.string(), True),
+        ("last_seen", _TS, True),  # received_at of its latest snapshot
+        ("configs", pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])), False),
+        ("computed_at", _TS, False),
+        ("schema_version", pa.int32(), False),
+    ],
     # Misconfiguration alerts from backend.pipeline.rules. keys: comma-separated config keys;
     # observed_json: {"key": "value", ...} (only non-sensitive keys exist in the lake).
     "config_alerts": [
@@ -217,8 +239,11 @@ RESULT_TABLES = (
     "client_versions",
     "config_alerts",
     "ingest_stats",
+    "client_instances",
 )
 LAKE_TABLES = ("client_configs", "quarantine")
+# The metadata key of results/client_instances naming the keys its `configs` column covers (a JSON list).
+WATCHED_KEYS_META = b"fleetview.watched_keys"
 
 QUARANTINE_REASONS = (
     "malformed_json",
@@ -266,6 +291,8 @@ def _spark_type(typ: pa.DataType) -> DataType:
         return T.BooleanType()
     if pa.types.is_list(typ):
         return T.ArrayType(_spark_type(typ.value_type), containsNull=True)
+    if pa.types.is_struct(typ):
+        return T.StructType([T.StructField(f.name, _spark_type(f.type), nullable=f.nullable) for f in typ])
     raise TypeError(f"no Spark mapping for {typ}")
 
 

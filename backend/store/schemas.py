@@ -256,6 +256,19 @@ POLICY_ITEM = pa.struct([
     ("since", _TS),
     ("waiver", pa.string()),
 ])
+# A client instance behind a client finding (`finding`: the finding's name in `items`), who to chase.
+POLICY_INSTANCE = pa.struct([
+    ("finding", pa.string()),
+    ("instance_id", pa.string()),
+    ("client_type", pa.string()),
+    ("client_id", pa.string()),
+    ("group_id", pa.string()),
+    ("software_name", pa.string()),
+    ("software_version", pa.string()),
+    ("principal", pa.string()),
+    ("client_address", pa.string()),
+    ("last_seen", _TS),
+])
 _POLICY_COUNTS = [("checked", pa.int64()), ("passing", pa.int64()), ("violating", pa.int64()),
                   ("unknown", pa.int64()), ("waived", pa.int64()), ("upcoming", pa.int64())]
 SCHEMAS[POLICY_RESULTS] = pa.schema(
@@ -277,6 +290,8 @@ SCHEMAS[POLICY_RESULTS] = pa.schema(
         ("policy_set", pa.string()),  # the policy file's digest
         ("items", pa.list_(POLICY_ITEM)),  # the subjects that did not pass (at most 500)
         ("schema_version", pa.int32()),
+        # the client instances behind the client findings (at most 1,000 per row; null in files written before them)
+        ("instances", pa.list_(POLICY_INSTANCE)),
     ]
 )
 SCHEMAS[POLICY_STATUS] = pa.schema(

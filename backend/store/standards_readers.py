@@ -20,7 +20,7 @@ from backend.store.progress import load_state
 from backend.store.readers import LakeLike, empty_frame, open_lake
 from backend.store.schemas import POLICY_RESULTS, POLICY_STATUS
 from backend.store.standards_model import StandardsSnapshot
-from backend.store.standards_state import items_table, snapshots_from_tables
+from backend.store.standards_state import instances_table, items_table, snapshots_from_tables
 
 KINDS = {"policy_results": POLICY_RESULTS}
 FILE_STATE = ("standards", "policy_file")
@@ -29,9 +29,10 @@ FILE_STATE = ("standards", "policy_file")
 def policy_results(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
     """The current result of every policy on the given clusters (all when None), one row per (policy, cluster)
     (the findings are `policy_items`)."""
-    table = state.read_clusters_state(open_lake(location), "policy_results", clusters).drop_columns(["items"])
+    table = state.read_clusters_state(open_lake(location), "policy_results", clusters).drop_columns(
+        ["items", "instances"])
     if table.num_rows == 0:
-        return empty_frame(POLICY_RESULTS).drop(columns=["items"])
+        return empty_frame(POLICY_RESULTS).drop(columns=["items", "instances"])
     return table.to_pandas().reset_index(drop=True)
 
 
@@ -40,6 +41,14 @@ def policy_items(location: LakeLike, clusters: Sequence[str] | None = None) -> p
     per finding (cluster_name, policy_id, kind, name, outcome, seen, wanted, reason, count, since, waiver)."""
     table = state.read_clusters_state(open_lake(location), "policy_results", clusters)
     return items_table(table.select(["cluster_name", "policy_id", "items"])).to_pandas().reset_index(drop=True)
+
+
+def policy_instances(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
+    """The client instances behind the client findings of the given clusters' policies: one row per (finding,
+    instance): cluster_name, policy_id, finding, instance_id, client_type, client_id, group_id, software_name,
+    software_version, principal, client_address, last_seen."""
+    table = state.read_clusters_state(open_lake(location), "policy_results", clusters)
+    return instances_table(table.select(["cluster_name", "policy_id", "instances"])).to_pandas().reset_index(drop=True)
 
 
 def load_standards(location: LakeLike, clusters: Sequence[str] | None = None) -> dict[str, StandardsSnapshot]:

@@ -17,12 +17,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backend.store.schemas import POLICY_RESULTS, SCHEMA_VERSION, schema_for
-from backend.store.standards_model import PolicyItem, PolicyResult, StandardsSnapshot
+from backend.store.standards_model import ClientInstance, PolicyItem, PolicyResult, StandardsSnapshot
 
 COUNTS = ("checked", "passing", "violating", "unknown", "waived", "upcoming")
 
 
 ITEM_FIELDS = ("kind", "name", "outcome", "seen", "wanted", "reason", "count", "since", "waiver")
+# The stored fields of a ClientInstance (`finding` names its item), in POLICY_INSTANCE's order.
+INSTANCE_FIELDS = ("instance_id", "client_type", "client_id", "group_id", "software_name", "software_version",
+                   "principal", "client_address", "last_seen")
+
+
+def _instances_column(results: list[PolicyResult], item_type: pa.DataType) -> pa.Array:
+    """Per result, the instances behind its client findings, each with the name of its finding."""
+    rows = [[(i.name, c) for i in r.items for c in i.instances] for r in results]
+    offsets = [0]
+    for found in rows:
+        offsets.append(offsets[-1] + len(found))
+    flat = [pair for found in rows for pair in found]
+    fields = [pa.array([name for name, _c in flat], item_type.field("finding").type)]
+    fields += [pa.array([getattr(c, f) for _n, c in flat], item_type.field(f).type) for f in INSTANCE_FIELDS]
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.StructArray.from_arrays(fields,
+                                                                                               fields=list(item_type)))
 
 
 def state_tables(poll_id: str, polled_at: datetime, cluster_name: str, cluster_id: str | None,
@@ -47,7 +63,8 @@ def state_tables(poll_id: str, polled_at: datetime, cluster_name: str, cluster_i
         "evidence_at": [r.evidence_at for r in results], "since": [r.since for r in results],
         "policy_digest": [r.policy_digest for r in results], "policy_set": [snapshot.policy_set] * n,
         "items": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat),
-        "schema_version": [SCHEMA_VERSION] * n}
+        "schema_version": [SCHEMA_VERSION] * n,
+        "instances": _instances_column(results, schema.field("instances").type.value_type)}
     arrays = [cols[f.name] if isinstance(cols[f.name], pa.Array) else pa.array(cols[f.name], f.type) for f in schema]
     return {"policy_results": pa.Table.from_arrays(arrays, schema=schema)}
 
@@ -64,6 +81,22 @@ def items_table(results: pa.Table) -> pa.Table:
     out = {"cluster_name": pc.take(results.column("cluster_name"), parents),
            "policy_id": pc.take(results.column("policy_id"), parents)}
     out.update({f: flat.field(f) for f in ITEM_FIELDS})
+    return pa.table(out)
+
+
+def instances_table(results: pa.Table) -> pa.Table:
+    """The client instances nested in `policy_results` rows as a flat table (cluster_name, policy_id, finding, then
+    INSTANCE_FIELDS); rows written before instances were kept have none."""
+    item_type = schema_for(POLICY_RESULTS).field("instances").type.value_type
+    if results.num_rows == 0 or "instances" not in results.column_names:
+        return pa.table({"cluster_name": pa.array([], pa.string()), "policy_id": pa.array([], pa.string()),
+                         **{f.name: pa.array([], f.type) for f in item_type}})
+    lists = results.column("instances").combine_chunks()
+    parents = pc.list_parent_indices(lists)
+    flat = pc.list_flatten(lists)
+    out = {"cluster_name": pc.take(results.column("cluster_name"), parents),
+           "policy_id": pc.take(results.column("policy_id"), parents)}
+    out.update({f.name: flat.field(f.name) for f in item_type})
     return pa.table(out)
 
 
@@ -89,11 +122,16 @@ def history_rows(poll_id: str, polled_at: datetime, cluster: str, previous: Stan
 
 def snapshots_from_tables(results: pa.Table) -> dict[str, StandardsSnapshot]:
     """The stored StandardsSnapshots per cluster (the engine's `since` baseline after a restart)."""
+    named: dict[tuple[str, str, str], list[ClientInstance]] = {}
+    for row in instances_table(results).to_pylist():
+        named.setdefault((row["cluster_name"], row["policy_id"], row["finding"]), []).append(
+            ClientInstance(**{f: row[f] for f in INSTANCE_FIELDS}))
     by_pair: dict[tuple[str, str], list[PolicyItem]] = {}
     for row in items_table(results).to_pylist():
         by_pair.setdefault((row["cluster_name"], row["policy_id"]), []).append(PolicyItem(
             kind=row["kind"], name=row["name"], outcome=row["outcome"], seen=row["seen"], wanted=row["wanted"] or "",
-            reason=row["reason"] or "", count=int(row["count"] or 1), since=row["since"], waiver=row["waiver"]))
+            reason=row["reason"] or "", count=int(row["count"] or 1), since=row["since"], waiver=row["waiver"],
+            instances=tuple(named.get((row["cluster_name"], row["policy_id"], row["name"]), ()))))
     out: dict[str, StandardsSnapshot] = {}
     for row in results.to_pylist():
         name = row["cluster_name"]

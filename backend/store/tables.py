@@ -77,8 +77,9 @@ def read_table(lake: str | LakeLocation, name: str) -> pa.Table:
         switch = _switch(where, name)
         try:
             if switch is not None:
-                return ds.dataset([posixpath.join(path, str(switch["file"]))], filesystem=where.fs, format="parquet",
-                                  schema=schema).to_table()
+                dataset = ds.dataset([posixpath.join(path, str(switch["file"]))], filesystem=where.fs,
+                                     format="parquet", schema=schema)
+                return _with_own_metadata(dataset.to_table(), dataset)
             if where.fs.get_file_info(path).type != pafs.FileType.Directory:
                 return empty_table(table)
             if name.startswith("results/"):  # replaced whole: before its first switch, the files of the old layout
@@ -94,6 +95,15 @@ def read_table(lake: str | LakeLocation, name: str) -> pa.Table:
             if not missing(exc) or attempt == 4:  # switched again and again while reading
                 raise
     raise AssertionError("unreachable")
+
+
+def _with_own_metadata(table: pa.Table, dataset: ds.FileSystemDataset) -> pa.Table:
+    """The table with the file's own schema metadata (keys fleetview.*, e.g. the keys client_instances covers):
+    read from the very file the table came from, so the two always agree."""
+    fragment = next(iter(dataset.get_fragments()), None)
+    meta = fragment.physical_schema.metadata if fragment is not None else None
+    own = {k: v for k, v in (meta or {}).items() if k.startswith(b"fleetview.")}
+    return table.replace_schema_metadata(own) if own else table
 
 
 def replace_table(lake: str | LakeLocation, name: str, table: pa.Table, *, generation: int | None = None) -> str | None:

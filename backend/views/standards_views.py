@@ -28,6 +28,14 @@ RESULT_COLUMNS = ["cluster_name", "policy_id", "title", "severity", "status", "c
                   "unknown", "waived", "upcoming", "reason", "since", "evaluated_at", "evidence_at", "stale"]
 ITEM_COLUMNS = ["cluster_name", "policy_id", "kind", "name", "outcome", "seen", "wanted", "reason", "count", "since",
                 "waiver"]
+# The instances behind client findings, joined with their finding (outcome, value seen, wanted).
+INSTANCE_COLUMNS = ["cluster_name", "policy_id", "finding", "outcome", "seen", "wanted", "client_instance_id",
+                    "client_type", "client_id", "group_id", "software_name", "software_version", "principal",
+                    "client_address", "last_seen"]
+
+
+def _no_instances() -> pd.DataFrame:
+    return pd.DataFrame(columns=INSTANCE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,19 @@ class Standards:
     policies: pd.DataFrame  # the catalog: policy_id, title, severity, check, selector, wanted, description, ...
     waivers: pd.DataFrame  # the waivers of visible clusters, with `active` as of `now`
     file: dict[str, Any] = field(default_factory=dict)  # path, digest, loaded_at, using, error, error_at
+    instances: pd.DataFrame = field(default_factory=_no_instances)  # behind the client findings: INSTANCE_COLUMNS
+
+    def only(self, clusters: Iterable[str] | None = None, policies: Iterable[str] | None = None) -> Standards:
+        """The same standards narrowed to some clusters and/or policies (results, findings and instances alike)."""
+        def keep(frame: pd.DataFrame) -> pd.DataFrame:
+            if clusters is not None:
+                frame = frame[frame["cluster_name"].isin(list(clusters))]
+            if policies is not None:
+                frame = frame[frame["policy_id"].isin(list(policies))]
+            return frame
+
+        return Standards(results=keep(self.results), items=keep(self.items), policies=self.policies,
+                         waivers=self.waivers, file=self.file, instances=keep(self.instances))
 
     @property
     def empty(self) -> bool:
@@ -67,6 +88,7 @@ def load(location: str, scope: Scope | None = None, *, now: datetime | None = No
     items = items[items.set_index(["cluster_name", "policy_id"]).index.isin(
         results.set_index(["cluster_name", "policy_id"]).index)] if not items.empty else items
     items = items.reindex(columns=ITEM_COLUMNS).reset_index(drop=True)
+    instances = _instances(scope.by_name(standards_readers.policy_instances(location, visible)), items)
     waivers = pd.DataFrame(file.get("waivers") or [], columns=["policy", "cluster", "topic", "group", "owner",
                                                                  "reason", "expires"])
     if not waivers.empty:
@@ -74,7 +96,18 @@ def load(location: str, scope: Scope | None = None, *, now: datetime | None = No
         expires = pd.to_datetime(waivers["expires"], utc=True)
         waivers["active"] = expires > pd.Timestamp(now)
     return Standards(results=results, items=items, policies=catalog, waivers=waivers.reset_index(drop=True),
-                     file={k: file.get(k) for k in ("path", "digest", "loaded_at", "using", "error", "error_at")})
+                     file={k: file.get(k) for k in ("path", "digest", "loaded_at", "using", "error", "error_at")},
+                     instances=instances)
+
+
+def _instances(named: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """The stored instances of the shown findings, with each finding's outcome, value seen and wanted."""
+    if named.empty or items.empty:
+        return _no_instances()
+    findings = items.loc[items["kind"] == "clients", ["cluster_name", "policy_id", "name", "outcome", "seen", "wanted"]]
+    out = named.rename(columns={"instance_id": "client_instance_id"}).merge(
+        findings.rename(columns={"name": "finding"}), on=["cluster_name", "policy_id", "finding"], how="inner")
+    return out.reindex(columns=INSTANCE_COLUMNS).reset_index(drop=True)
 
 
 def _current(results: pd.DataFrame, latest: pd.DataFrame, catalog: pd.DataFrame, file: dict[str, Any]
@@ -165,6 +198,23 @@ def drill_down(standards: Standards, policy_id: str | None = None, cluster: str 
     order = items["outcome"].map(STATUS_ORDER).fillna(9)
     return items.assign(_o=order).sort_values(["_o", "cluster_name", "policy_id", "kind", "name"], kind="stable").drop(
         columns="_o").reset_index(drop=True)
+
+
+def drill_down_instances(standards: Standards, policy_id: str | None = None, cluster: str | None = None,
+                         outcomes: Iterable[str] | None = None) -> pd.DataFrame:
+    """The client instances behind the client findings of one policy and/or cluster (the "instances to chase"),
+    worst finding first, then by cluster, policy, finding and client.id."""
+    named = standards.instances
+    if policy_id is not None:
+        named = named[named["policy_id"] == policy_id]
+    if cluster is not None:
+        named = named[named["cluster_name"] == cluster]
+    if outcomes is not None:
+        named = named[named["outcome"].isin(list(outcomes))]
+    order = named["outcome"].map(STATUS_ORDER).fillna(9)
+    return named.assign(_o=order, _c=named["client_id"].fillna("")).sort_values(
+        ["_o", "cluster_name", "policy_id", "finding", "_c", "client_instance_id"], kind="stable").drop(
+        columns=["_o", "_c"]).reset_index(drop=True)
 
 
 def trend(location: str, scope: Scope | None = None, *, days: int = TREND_DAYS, now: datetime | None = None,

@@ -74,10 +74,14 @@ def list_findings(request: Request, policy: str, sl: Annotated[ScopedLake, Depen
                   cluster: Clusters = [], tag: Tags = [],  # noqa: B006
                   outcome: Annotated[list[str], Query(description="violation, unknown, upcoming, waived (default: "
                                                                   "every one)")] = [],  # noqa: B006
-                  kind: Annotated[list[str], Query(description="topic, broker, group, client value, cluster")] = [],  # noqa: B006
+                  kind: Annotated[list[str], Query(description="topic, broker, group, clients, instance, "
+                                                               "cluster")] = [],  # noqa: B006
                   limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response:
     """The topics, brokers, groups and client values behind a policy's results: the value seen, the value wanted,
-    since when, and the waiver that covers it (404 for a policy the policy file does not have)."""
+    since when, and the waiver that covers it; and the client instances behind each client finding (kind
+    `instance`: client.id, group.id, software, principal, address, last seen), each named up to 1,000 per policy and
+    cluster (a clients finding's `named` says how many of its `count`). 404 for a policy the policy file does not
+    have."""
     frame = s.findings(sl, policy, clusters=cluster, tags=tag, outcomes=outcome, kinds=kind)
     return paged(request, frame, Order(("cluster_name", "kind", "name", "outcome")), lambda row: s.finding_model(sl, row),
                  limit=limit, cursor=cursor, sl=sl)

@@ -6,17 +6,25 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from backend.collect.standards_metrics import standards_families
 from backend.export.report import build_drift_report
+from backend.pipeline.heads import HEAD_SCHEMA
+from backend.pipeline.results import client_instances
+from backend.pipeline.state_store import VALUE_SCHEMA
 from backend.standards.engine import StandardsEngine
 from backend.store.fleet_writer import FleetWriter
 from backend.store.lake import Lake, new_poll_id
 from backend.store.model import ClusterSnapshot, FleetPoll
 from backend.store.snapshots import current_snapshots
 from backend.store.standards_model import PolicyResult, StandardsSnapshot
+from backend.store.tables import replace_table
+from tests.unit.dashboard.lake_fixture import CLUSTERS
 from tests.unit.dashboard.test_pages import OpenPage, _page_text
+
+HOSTILE_CLIENT = "=HYPERLINK(\"http://x\")\u202eppa\x1b[2J"
 
 POLICIES = """
 [[policies]]
@@ -51,6 +59,7 @@ def judged_lake(fixture_lake: Path, tmp_path_factory: pytest.TempPathFactory) ->
     lake = root / "lake"
     shutil.copytree(fixture_lake, lake)
     (root / "policies.toml").write_text(POLICIES)
+    _instances_of_prod_us(lake, datetime.now(UTC))
     now = datetime.now(UTC)
     snapshots = current_snapshots(lake)
     poll = FleetPoll(new_poll_id(now), now, list(snapshots.values()), [], 0.0)
@@ -77,6 +86,36 @@ def test_the_page_shows_compliance_per_cluster_and_policy_and_the_findings(judge
     assert "Policy file" in text and "digest" in text
     findings = next(v for v in tables.values() if "outcome" in v.columns and "seen" in v.columns)
     assert len(findings) >= 1 and set(findings["outcome"].str.split(" ").str[-1]) <= {"violation", "unknown"}
+
+
+def _instances_of_prod_us(lake: Path, now: datetime) -> None:
+    """results/client_instances as the analysis writes it: prod-us's producers, one with acks=0 and a hostile
+    client.id, one not reporting acks (the policy passes those), one with acks=all."""
+    cid = CLUSTERS["prod-us"]["id"]
+    heads = pa.Table.from_pylist([
+        {"client_instance_id": f"ci-{i}", "snapshot_id": f"s-{i}", "received_at": now, "cluster_id": cid,
+         "broker_id": 1, "client_id": name, "client_type": "producer", "client_software_name": "apache-kafka-java",
+         "client_software_version": "3.9.1", "principal": "User:billing", "client_address": "/10.1.2.3",
+         "group_id": None, "cfg_client_id": name, "rows": 2, "files": []}
+        for i, name in enumerate([HOSTILE_CLIENT, "quiet-writer", "good-writer"])], schema=HEAD_SCHEMA)
+    values = pa.Table.from_pylist([{"client_instance_id": "ci-0", "key": "acks", "value": "0"},
+                                   {"client_instance_id": "ci-2", "key": "acks", "value": "all"}], schema=VALUE_SCHEMA)
+    replace_table(str(lake), "results/client_instances", client_instances(heads, values, ["acks"], now))
+
+
+def test_the_page_lists_the_instances_behind_client_findings_as_plain_text(judged_lake: tuple[Path, FleetPoll],
+                                                                          open_page: OpenPage) -> None:
+    lake, poll = judged_lake
+    result = poll.cluster("prod-us").standards.results["no-acks-0"]
+    assert (result.violating, result.passing, result.checked) == (1, 2, 3)  # judged per instance, unreported pass
+    assert [c.client_id for c in result.items[0].instances] == [HOSTILE_CLIENT]
+    app = open_page(lake, "standards")
+    assert "Instances to chase" in [h.value for h in app.subheader]
+    assert "1 of 1 named" in _page_text(app)
+    named = next(df.value for df in app.dataframe if "client_instance_id" in df.value.columns)
+    assert list(named["client_instance_id"]) == ["ci-0"] and list(named["principal"]) == ["User:billing"]
+    shown = named["client_id"].iloc[0]
+    assert "<U+202E>" in shown and "\u202e" not in shown and "\x1b" not in shown
 
 
 def test_the_drift_report_has_a_standards_section(judged_lake: tuple[Path, FleetPoll]) -> None:
