@@ -114,7 +114,7 @@ def test_poll_and_ingest_write_to_the_same_resolved_lake(tmp_path: Path, how: st
         monkeypatch.delenv("FLEETVIEW_LAKE", raising=False)
     analyze = argparse.ArgumentParser()
     add_analyze_arguments(analyze)
-    lake, _master, _driver_host = _settings(analyze.parse_args(["--config", str(fleet), *flag]))
+    lake, _master, _driver_host, _policies = _settings(analyze.parse_args(["--config", str(fleet), *flag]))
     export = argparse.ArgumentParser()
     add_export_arguments(export)
     args = export.parse_args(["--report", "drift", "--clusters", "a", "--out", "x.html", "--config", str(fleet), *flag])
