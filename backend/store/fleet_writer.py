@@ -159,6 +159,9 @@ class FleetWriter:
         self.inventory: dict[str, InventorySnapshot] = {}
         self.standards: dict[str, StandardsSnapshot] = {}
         self._standards_day: dict[str, str] = {}  # per cluster, the day of its last baseline row of policy_status
+        # The state files the last commit replaced: deleted at the next write, not at once, so that a reader holding
+        # the manifest before it still finds them (one answer's groups, members and offsets stay of one poll).
+        self._retiring: list[str] = []
         self.incidents: IncidentTracker
         self._reload()
         self._checkpointed: str | None = None  # the last day this writer found (or made) a checkpoint for
@@ -256,7 +259,8 @@ class FleetWriter:
         self.manifest = manifest
         if open_table is not None:
             self.incidents.flushed(poll.polled_at)
-        state.delete_entries(self.lake, replaced)
+        state.delete_entries(self.lake, self._retiring)
+        self._retiring = replaced
         self._checkpoint(poll)
         if status_rows:
             rows = []
@@ -523,8 +527,20 @@ class FleetWriter:
             state.apply_checkpoint_retention(self.lake, retention_days, today=now.date())
             self._last_retention = now
 
+    @property
+    def retiring(self) -> tuple[str, ...]:
+        """The state files the last commit replaced, deleted by the next write or close."""
+        return tuple(self._retiring)
+
     def close(self, at: datetime) -> None:
         """Commit the open incidents' last_seen moves not committed yet (the poller stops)."""
+        try:
+            self._flush_open(at)
+        finally:
+            state.delete_entries(self.lake, self._retiring)
+            self._retiring = []
+
+    def _flush_open(self, at: datetime) -> None:
         table = self.incidents.unflushed()
         if table is None:
             return

@@ -7,7 +7,8 @@ are state files rewritten when they change. ``read_groups`` is the public reader
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -23,9 +24,9 @@ GROUP_KINDS = {"groups": GROUP_STATE, "group_members": GROUP_MEMBERS, "group_off
 
 
 
-def _frame(lake: LakeLike, kind: str, clusters: Sequence[str] | None, columns: Sequence[str] | None = None
-           ) -> pd.DataFrame:
-    table = state.read_clusters_state(open_lake(lake), kind, clusters)
+def _frame(lake: LakeLike, kind: str, clusters: Sequence[str] | None, columns: Sequence[str] | None = None,
+           manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    table = state.read_clusters_state(open_lake(lake), kind, clusters, manifest)
     if columns is not None:
         table = table.select(list(columns))
     if table.num_rows == 0:
@@ -34,7 +35,8 @@ def _frame(lake: LakeLike, kind: str, clusters: Sequence[str] | None, columns: S
     return table.to_pandas()
 
 
-def read_groups(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
+def read_groups(location: LakeLike, clusters: Sequence[str] | None = None,
+                manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The current groups of the given clusters (all when None), one row per group.
 
     Columns (at least): cluster_name, cluster_id, group_id, group_type (classic | consumer | share | streams |
@@ -43,22 +45,25 @@ def read_groups(location: LakeLike, clusters: Sequence[str] | None = None) -> pd
     stopped | empty_with_lag | unknown), status_since, evidence_json, last_commit_at, first_seen_at, window_at,
     window_lag, window_committed, error, collected_at.
     """
-    return _frame(location, "groups", clusters).reset_index(drop=True)
+    return _frame(location, "groups", clusters, manifest=manifest).reset_index(drop=True)
 
 
-def group_members(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
+def group_members(location: LakeLike, clusters: Sequence[str] | None = None,
+                  manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The current members of the given clusters' groups, one row per member."""
-    return _frame(location, "group_members", clusters).reset_index(drop=True)
+    return _frame(location, "group_members", clusters, manifest=manifest).reset_index(drop=True)
 
 
-def group_offsets(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
+def group_offsets(location: LakeLike, clusters: Sequence[str] | None = None,
+                  manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Committed and end offsets and lag per group and partition of the given clusters."""
-    return _frame(location, "group_offsets", clusters).reset_index(drop=True)
+    return _frame(location, "group_offsets", clusters, manifest=manifest).reset_index(drop=True)
 
 
-def group_runs(location: LakeLike, clusters: Sequence[str] | None = None) -> pd.DataFrame:
+def group_runs(location: LakeLike, clusters: Sequence[str] | None = None,
+               manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The last read of each of the given clusters' groups: when, how many, what failed."""
-    return _frame(location, "group_runs", clusters).reset_index(drop=True)
+    return _frame(location, "group_runs", clusters, manifest=manifest).reset_index(drop=True)
 
 
 def load_groups(location: LakeLike) -> dict[str, GroupSnapshot]:
@@ -66,3 +71,8 @@ def load_groups(location: LakeLike) -> dict[str, GroupSnapshot]:
     lk = open_lake(location)
     return snapshots_from_tables(*(state.read_clusters_state(lk, kind, None) for kind in ("groups", "group_members", "group_offsets",
                                                                          "group_runs")))
+
+
+def state_manifest(location: LakeLike) -> dict[str, Any] | None:
+    """The current state's manifest, to read several kinds of one poll through (None: a lake without state)."""
+    return state.read_manifest(open_lake(location))

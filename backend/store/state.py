@@ -164,9 +164,11 @@ def read_state(
     return _read_paths(lake, kind, paths)
 
 
-def read_clusters_state(lake: Lake, kind: str, clusters: Sequence[str] | None) -> pa.Table:
-    """Read one kind of current state of the named clusters (every cluster when None), the manifest read once."""
-    manifest = read_manifest(lake)
+def read_clusters_state(lake: Lake, kind: str, clusters: Sequence[str] | None,
+                        manifest: Mapping[str, Any] | None = None) -> pa.Table:
+    """Read one kind of current state of the named clusters (every cluster when None), the manifest read once (or
+    the one given: several kinds read through one manifest are of the same polls)."""
+    manifest = manifest if manifest is not None else read_manifest(lake)
     if not manifest:
         return empty_state(kind)
     if clusters is None:

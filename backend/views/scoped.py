@@ -245,27 +245,32 @@ class ScopedLake:
     def _allowed_or_all(self) -> list[str] | None:
         return None if self.seen.names is None else sorted(self.seen.names)
 
+    def _state(self) -> dict[str, Any] | None:
+        # One state manifest per object: a group's row, members and offsets read at different moments are still of
+        # the same poll (a commit between two reads would otherwise mix two polls in one answer).
+        return self.once(("state_manifest",), lambda: group_readers.state_manifest(self.location))
+
     def groups(self) -> pd.DataFrame:
         """Every group of the visible clusters (one state file per cluster)."""
         return self.once(("groups",), lambda: self.by_name(
-            group_readers.read_groups(self.location, self._allowed_or_all())))
+            group_readers.read_groups(self.location, self._allowed_or_all(), manifest=self._state())))
 
     def group_members(self, clusters: Iterable[str]) -> pd.DataFrame:
         """The members of the groups of the clusters asked for that may be viewed."""
         allowed = self.allowed(clusters)
         return self.once(("members", allowed), lambda: self.by_name(
-            group_readers.group_members(self.location, list(allowed))))
+            group_readers.group_members(self.location, list(allowed), manifest=self._state())))
 
     def group_offsets(self, clusters: Iterable[str]) -> pd.DataFrame:
         """Committed and end offsets and lag per partition of the groups of the clusters asked for (viewable)."""
         allowed = self.allowed(clusters)
         return self.once(("offsets", allowed), lambda: self.by_name(
-            group_readers.group_offsets(self.location, list(allowed))))
+            group_readers.group_offsets(self.location, list(allowed), manifest=self._state())))
 
     def group_runs(self) -> pd.DataFrame:
         """The last read of each visible cluster's groups."""
         return self.once(("group_runs",), lambda: self.by_name(
-            group_readers.group_runs(self.location, self._allowed_or_all())))
+            group_readers.group_runs(self.location, self._allowed_or_all(), manifest=self._state())))
 
     def group_changes(self, cluster: str) -> pd.DataFrame:
         """The change log's group rows of one cluster over the last 7 days."""

@@ -351,6 +351,12 @@ def test_pages_and_the_api_agree_with_each_other_and_with_the_brokers(api_rig: A
     def views() -> ScopedLake:
         return ScopedLake.open(str(rig.lake), None)
 
+    last: list[str] = []
+
+    def differ(part: str, api: object, page: object) -> bool:
+        last[:] = [f"{part}: API {str(api)[:1500]} / page {str(page)[:1500]}"]
+        return False
+
     def agree() -> bool:
         lake = views()
         for name in rig.cluster_ids:
@@ -359,7 +365,7 @@ def test_pages_and_the_api_agree_with_each_other_and_with_the_brokers(api_rig: A
             api = rig.get(f"/clusters/{name}/brokers").json()
             if [(b["broker_id"], b["version_label"]) for b in api] != list(zip(page["broker_id"], page["version"],
                                                                                strict=True)):
-                return False
+                return differ(f"{name} brokers", api, page.to_dict("records"))
             # Topic ids: the page's table and the lab brokers' own ids.
             topics, _ = _pages(rig, f"/clusters/{name}/topics", "m-ops")
             by_api = {t["name"]: t["topic_id"] for t in topics}
@@ -367,7 +373,7 @@ def test_pages_and_the_api_agree_with_each_other_and_with_the_brokers(api_rig: A
             brokers_say = dict(zip(rig.topics[name], [rig.lab.topic_id(name, t) for t in rig.topics[name]],
                                    strict=True))
             if by_api != by_page or any(by_api.get(t) != tid for t, tid in brokers_say.items()):
-                return False
+                return differ(f"{name} topic ids", by_api, (by_page, brokers_say))
         # Lag: the Consumer groups page's rows and every group's partitions.
         groups, _ = _pages(rig, "/groups", "m-ops")
         rows = group_views.list_rows(lake.groups())
@@ -375,7 +381,7 @@ def test_pages_and_the_api_agree_with_each_other_and_with_the_brokers(api_rig: A
                 (c, g, None if v is None or v != v else int(v), s) for c, g, v, s in
                 zip(lake.groups()["cluster_name"], lake.groups()["group_id"], rows["lag"].astype(object),
                     lake.groups()["status"], strict=True)):
-            return False
+            return differ("groups", groups, rows.to_dict("records"))
         # Standards as the Standards page counts them (backend.views.standards_views), per cluster and per policy.
         found = lake.standards()
         by_cluster = standards_views.by_cluster(found)
@@ -383,36 +389,49 @@ def test_pages_and_the_api_agree_with_each_other_and_with_the_brokers(api_rig: A
         if [(c["cluster"], c["compliance"]["percent_passing"], c["compliance"]["statuses"]["violation"])
                 for c in api_clusters] != list(zip(by_cluster["cluster_name"], by_cluster["percent_passing"],
                                                    by_cluster["violation"], strict=True)) or not api_clusters:
-            return False
+            return differ("standards per cluster", api_clusters, by_cluster.to_dict("records"))
         by_policy = standards_views.by_policy(found)
         if {p["policy_id"]: p["compliance"]["passing"] for p in _pages(rig, "/standards/policies", "m-ops")[0]} != \
                 dict(zip(by_policy["policy_id"], by_policy["passing"], strict=True)):
-            return False
+            return differ("standards per policy", _pages(rig, "/standards/policies", "m-ops")[0],
+                          by_policy.to_dict("records"))
         # Readiness as the Upgrade readiness page computes it.
         report = lake.readiness("4.1")
         api_ready = {r["cluster"]: r["verdict"] for r in rig.get("/readiness", params={"target": "4.1"}).json()}
-        return api_ready == dict(zip(report.verdicts["cluster_name"], report.verdicts["verdict"], strict=True))
+        if api_ready != dict(zip(report.verdicts["cluster_name"], report.verdicts["verdict"], strict=True)):
+            return differ("readiness", api_ready, report.verdicts.to_dict("records"))
+        return True
 
-    _eventually("the API and the pages agree", agree, 90)
-    # And with what the lab brokers answer now about one group's lag, partition by partition.
+    _eventually("the API and the pages agree", agree, 90, lambda: last)
+    # And with what the lab brokers answer now about one group's lag, partition by partition (the read after the
+    # freeze may land after the agreement above: wait for the page's reader to hold what the API answers).
     group = next(g for g in _pages(rig, "/groups", "m-ops", cluster="prod-eu")[0] if g["lag"])
-    detail = rig.get(f"/clusters/prod-eu/groups/{group['group_id']}").json()
-    lake = views()
-    partitions = group_views.partitions_table(lake.group_offsets(["prod-eu"]), lake.group_members(["prod-eu"]),
-                                              "prod-eu", group["group_id"])
-    assert [(p["topic"], p["partition"], p["lag"]) for p in detail["lag_by_partition"]] == [
-        (t, int(p), int(v)) for t, p, v in zip(partitions["topic"], partitions["partition"], partitions["lag"],
-                                               strict=True)]
+    details: list[dict[str, Any]] = []
+
+    def same_partitions() -> bool:
+        details[:] = [rig.get(f"/clusters/prod-eu/groups/{group['group_id']}").json()]
+        lake = views()
+        partitions = group_views.partitions_table(lake.group_offsets(["prod-eu"]), lake.group_members(["prod-eu"]),
+                                                  "prod-eu", group["group_id"])
+        return [(p["topic"], p["partition"], p["lag"]) for p in details[0]["lag_by_partition"]] == [
+            (t, int(p), int(v)) for t, p, v in zip(partitions["topic"], partitions["partition"], partitions["lag"],
+                                                   strict=True)]
+
+    _eventually("the group's partitions as the page reads them", same_partitions, 60)
+    detail = details[0]
+    # one answer is of one poll: the group's lag is the sum of its partitions' (a commit between the answer's reads
+    # of the groups and of the offsets once gave 3,540 beside 3,545)
     assert sum(p["lag"] for p in detail["lag_by_partition"] if p["lag"] and p["lag"] > 0) == detail["lag"]
 
 
-def _eventually(what: str, check: Callable[[], bool], timeout_s: float) -> None:
+def _eventually(what: str, check: Callable[[], bool], timeout_s: float,
+                why: Callable[[], object] = lambda: "") -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
             return
         time.sleep(1.0)
-    raise AssertionError(f"timed out: {what}")
+    raise AssertionError(f"timed out: {what}; last seen: {why()}")
 
 
 def test_a_scripted_session_leaves_exactly_its_audit_records(api_rig: ApiRig, browser: Any) -> None:
