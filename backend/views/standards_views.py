@@ -185,16 +185,21 @@ def matrix(standards: Standards) -> pd.DataFrame:
                                          aggfunc="first").fillna("")
 
 
+def _chosen(frame: pd.DataFrame, policy_id: str | None, cluster: str | None,
+            outcomes: Iterable[str] | None) -> pd.DataFrame:
+    if policy_id is not None:
+        frame = frame[frame["policy_id"] == policy_id]
+    if cluster is not None:
+        frame = frame[frame["cluster_name"] == cluster]
+    if outcomes is not None:
+        frame = frame[frame["outcome"].isin(list(outcomes))]
+    return frame
+
+
 def drill_down(standards: Standards, policy_id: str | None = None, cluster: str | None = None,
                outcomes: Iterable[str] | None = None) -> pd.DataFrame:
     """The findings (topics, brokers, groups, client values) of one policy and/or cluster, worst first."""
-    items = standards.items
-    if policy_id is not None:
-        items = items[items["policy_id"] == policy_id]
-    if cluster is not None:
-        items = items[items["cluster_name"] == cluster]
-    if outcomes is not None:
-        items = items[items["outcome"].isin(list(outcomes))]
+    items = _chosen(standards.items, policy_id, cluster, outcomes)
     order = items["outcome"].map(STATUS_ORDER).fillna(9)
     return items.assign(_o=order).sort_values(["_o", "cluster_name", "policy_id", "kind", "name"], kind="stable").drop(
         columns="_o").reset_index(drop=True)
@@ -204,13 +209,7 @@ def drill_down_instances(standards: Standards, policy_id: str | None = None, clu
                          outcomes: Iterable[str] | None = None) -> pd.DataFrame:
     """The client instances behind the client findings of one policy and/or cluster (the "instances to chase"),
     worst finding first, then by cluster, policy, finding and client.id."""
-    named = standards.instances
-    if policy_id is not None:
-        named = named[named["policy_id"] == policy_id]
-    if cluster is not None:
-        named = named[named["cluster_name"] == cluster]
-    if outcomes is not None:
-        named = named[named["outcome"].isin(list(outcomes))]
+    named = _chosen(standards.instances, policy_id, cluster, outcomes)
     order = named["outcome"].map(STATUS_ORDER).fillna(9)
     return named.assign(_o=order, _c=named["client_id"].fillna("")).sort_values(
         ["_o", "cluster_name", "policy_id", "finding", "_c", "client_instance_id"], kind="stable").drop(
