@@ -115,7 +115,8 @@ def _analysis(lake: str, master: str, full: bool, env: dict[str, str], extra: Pa
                           timeout=3 * 3600, check=False)
     found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not found:
-        raise RuntimeError(f"analysis of {lake} failed ({done.returncode}): {done.stderr[-3000:]}")
+        errors = [line for line in done.stderr.splitlines() if "Exception" in line or "Error" in line][:5]
+        raise RuntimeError(f"analysis of {lake} failed ({done.returncode}): {errors} ... {done.stderr[-1500:]}")
     return dict(json.loads(found[-1][len("RESULT "):]))
 
 

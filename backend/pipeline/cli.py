@@ -69,11 +69,14 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     current and the next run does the work again (exit 143).
     """
     from backend.pipeline.job import run_analysis
+    from backend.pipeline.spark import require_s3a_jars
     from backend.signals import stop_on_signals
+    from backend.store.location import parse_lake
 
     try:
         lake, master, driver_host, policy_files = _settings(args)
-    except (OSError, ValueError) as err:
+        require_s3a_jars(parse_lake(lake))
+    except (OSError, ValueError) as err:  # S3AJarsMissing is a ValueError
         print(f"error: {err}", file=sys.stderr)
         return 2
     stopping, done = threading.Event(), threading.Event()

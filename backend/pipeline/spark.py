@@ -55,6 +55,26 @@ def s3a_classpath(environ: dict[str, str] | None = None) -> str | None:
     return None
 
 
+class S3AJarsMissing(ValueError):
+    """An s3:// lake, and no hadoop-aws jar where Spark would find it."""
+
+
+def require_s3a_jars(lake: LakeLocation, environ: dict[str, str] | None = None) -> None:
+    """Refuse an s3:// lake clearly when hadoop-aws is nowhere Spark looks (else Spark fails deep in a query with
+    ClassNotFoundException: S3AFileSystem)."""
+    if not lake.s3 or s3a_classpath(environ) is not None:
+        return
+    env = os.environ if environ is None else environ
+    import pyspark
+
+    homes = [Path(pyspark.__file__).parent, *([Path(env["SPARK_HOME"])] if env.get("SPARK_HOME") else [])]
+    if any(any((home / "jars").glob("hadoop-aws-*.jar")) for home in homes):
+        return
+    raise S3AJarsMissing(f"an s3:// lake is read by Spark through s3a://, which needs hadoop-aws and the AWS SDK "
+                         f"bundle: run `make s3a-jars` (they go to .cache/s3a), or set ${S3A_JARS_ENV} to the "
+                         "directory that holds them")
+
+
 def s3a_settings(lake: LakeLocation, environ: dict[str, str] | None = None) -> dict[str, str]:
     """Spark settings for reading and writing an s3:// lake as s3a://: endpoint, addressing, region, committer.
 
@@ -172,6 +192,8 @@ def get_spark(master: str | None = None, app_name: str = "fleetview-pipeline", *
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    if lake:
+        require_s3a_jars(parse_lake(lake))
     resolved = resolve_master(master)
     builder = (
         SparkSession.builder.appName(app_name)
