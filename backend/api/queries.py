@@ -195,18 +195,10 @@ def filter_topics(frame: pd.DataFrame, search: str = "", include_internal: bool 
                   only_under_replicated: bool = False, *, names: TopicNames | None = None) -> pd.DataFrame:
     """Topics whose name holds `search` or whose topic id starts with it (the Cluster page's search); `names`: the
     frame's lower-cased names, when they were made for this very frame."""
-    if search.strip():
-        needle = search.strip().lower()
-        if names is not None and names.frame is frame:
-            frame = frame[names.matching(needle)]
-        else:
-            frame = frame[frame["topic"].str.lower().str.contains(needle, regex=False)
-                          | frame["topic_id"].fillna("").str.lower().str.startswith(needle)]
-    if not include_internal:
-        frame = frame[~frame["internal"].fillna(False).astype(bool)]
-    if only_under_replicated:
-        frame = frame[frame["under_replicated"].fillna(0) > 0]
-    return frame
+    needle = search.strip().lower()
+    matching = names.matching(needle) if needle and names is not None and names.frame is frame else None
+    return fleet_views.filter_topics(frame, query=search, include_internal=include_internal,
+                                     only_under_replicated=only_under_replicated, matching=matching)
 
 
 def topic_model(r: pd.Series) -> m.Topic:

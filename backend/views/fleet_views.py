@@ -8,6 +8,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 
@@ -337,20 +338,32 @@ class TopicPage:
 TOPIC_COLUMNS = ["topic", "topic_id", "partitions", "replication_factor", "internal", "under_replicated"]
 
 
+def filter_topics(topics: pd.DataFrame, *, query: str = "", include_internal: bool = True,
+                  only_under_replicated: bool = False, matching: Any = None) -> pd.DataFrame:
+    """The topics whose name holds `query` or whose topic id starts with it (case-insensitive), without internal
+    ones unless asked, only under-replicated ones if asked; `matching`: the query's mask over `topics`, when the
+    caller already has it (the API's lower-cased names)."""
+    frame = topics
+    needle = query.strip().lower()
+    if needle:
+        if matching is None:
+            matching = (frame["topic"].str.lower().str.contains(needle, regex=False)
+                        | frame["topic_id"].fillna("").str.lower().str.startswith(needle))
+        frame = frame[matching]
+    if not include_internal:
+        frame = frame[~frame["internal"].fillna(False).astype(bool)]
+    if only_under_replicated:
+        frame = frame[frame["under_replicated"].fillna(0) > 0]
+    return frame
+
+
 def topic_page(topics: pd.DataFrame, *, query: str = "", include_internal: bool = True,
                only_under_replicated: bool = False, page: int = 1, page_size: int = 50) -> TopicPage:
     """Filter topics server-side and return only the requested page."""
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1, got {page_size}")
-    frame = topics
-    if query:
-        needle = query.strip().lower()
-        frame = frame[frame["topic"].str.lower().str.contains(needle, regex=False)
-                      | frame["topic_id"].fillna("").str.lower().str.startswith(needle)]
-    if not include_internal:
-        frame = frame[~frame["internal"].fillna(False).astype(bool)]
-    if only_under_replicated:
-        frame = frame[frame["under_replicated"].fillna(0) > 0]
+    frame = filter_topics(topics, query=query, include_internal=include_internal,
+                          only_under_replicated=only_under_replicated)
     total = len(frame)
     pages = max(1, math.ceil(total / page_size))
     page = min(max(1, page), pages)
