@@ -505,7 +505,7 @@ def test_share_group_lag_offsets_past_the_end_and_uncommitted_partitions_against
     past the end (AdminClient) is `offset_ahead` with an incident, never ok; a lag that is not known (a group whose
     only topic was deleted) has no /metrics series, never 0; a KIP-848 regex group shows the records on its
     uncommitted partition beside its lag (kafka-consumer-groups.sh prints "-" there) and its status sees them."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
     from backend.collect.metrics import FleetMetrics
     from tests.rig.group_tools import SHARE_COMMAND_CLASS
@@ -533,10 +533,22 @@ def test_share_group_lag_offsets_past_the_end_and_uncommitted_partitions_against
     _produce(bootstrap, share_topic, 15)
     # a committed offset past the end of the log: 10 records, the empty group's offset set to 500
     _produce(bootstrap, ahead_topic, 10)
-    PyConsumer(bootstrap, ahead_group, ahead_topic, 10, stay=False).start()
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(ahead_group, [TopicPartition(ahead_topic, 0,
-                                                                                                   500)])])[
-        ahead_group].result(timeout=30)
+    reader = PyConsumer(bootstrap, ahead_group, ahead_topic, 10, stay=False).start()
+    assert reader.thread is not None
+    reader.thread.join(timeout=60)  # closed: the group is empty before its offset is altered
+    wanted = [ConsumerGroupTopicPartitions(ahead_group, [TopicPartition(ahead_topic, 0, 500)])]
+    listed = [ConsumerGroupTopicPartitions(ahead_group, [TopicPartition(ahead_topic, 0)])]
+    deadline = time.monotonic() + 60
+    while True:  # set, then read back (a member still leaving refuses the change): 500 before the product reads
+        try:
+            admin.alter_consumer_group_offsets(wanted)[ahead_group].result(timeout=30)
+        except KafkaException:
+            pass
+        stored = admin.list_consumer_group_offsets(listed)[ahead_group].result(timeout=30).topic_partitions[0].offset
+        if stored == 500:
+            break
+        assert time.monotonic() < deadline, f"the offset of {ahead_group} stays at {stored}"
+        time.sleep(0.5)
     # a group whose only topic is deleted: its lag is not known
     _produce(bootstrap, gone_topic, 5)
     PyConsumer(bootstrap, gone_group, gone_topic, 5, stay=False).start()
@@ -552,13 +564,14 @@ def test_share_group_lag_offsets_past_the_end_and_uncommitted_partitions_against
     metrics = FleetMetrics(str(lake))
     polls: list[Any] = []
     stop = threading.Event()
+    give_up = time.monotonic() + 180  # a bound, not a wait: the broker persists share acknowledgements when it can
 
     def on_poll(poll: Any) -> None:
         polls.append(poll)
         snap = poll.cluster("kafka4").groups
         shared = snap.offsets.get(share_group, ()) if snap is not None else ()
         # four reads for the window, and the share group's acknowledgements persisted (15 records unread)
-        if len(polls) >= 5 and [x.lag for x in shared] == [15] or len(polls) > 40:
+        if len(polls) >= 5 and [x.lag for x in shared] == [15] or time.monotonic() > give_up:
             stop.set()
 
     try:

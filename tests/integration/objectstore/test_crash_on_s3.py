@@ -174,16 +174,18 @@ def test_sigkill_of_ingest_and_analyze_then_a_refresh_equals_a_full_run(
     log = tmp_path / "analyze.log"
     sink = str(kraft_lab.config.sink_dir)
     # Ingest killed at random moments: the lake reads whole, the next run continues; no record is lost.
-    records = {json.loads(line)["snapshot_id"] for path in Path(sink).rglob("*.jsonl")
-               for line in path.read_text().splitlines() if line.strip()}
     ingest = ["ingest", "--sink", sink, "--lake", lake]
     killed = attempts = 0
     while killed < 2 and attempts < 6:
         attempts += 1
+        if attempts > 1:  # an ingest that finished before its kill left nothing to do: give the next one work
+            push_client_fleet(kraft_lab, 30, seed=100 + attempts)
         killed += _kill_at_random(_start(ingest, server, log), rng, 4.0)
         read_table(lake, "client_configs")
         read_table(lake, "results/ingest_stats")
     assert killed >= 1, f"no ingest was still running at its kill (seed {SEED}):\n{log_tail(log)}"
+    records = {json.loads(line)["snapshot_id"] for path in Path(sink).rglob("*.jsonl")
+               for line in path.read_text().splitlines() if line.strip()}
     done = subprocess.run([sys.executable, "-m", "backend", *ingest], cwd=REPO, env=_env(server),
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
