@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -162,6 +163,9 @@ class FleetWriter:
         # The state files the last commit replaced: deleted at the next write, not at once, so that a reader holding
         # the manifest before it still finds them (one answer's groups, members and offsets stay of one poll).
         self._retiring: list[str] = []
+        # The polls this writer committed (recent ones): compaction merges another writer's recent files only once
+        # they are old enough to be committed (Lake.compact's `own`).
+        self._own_polls: collections.deque[str] = collections.deque(maxlen=1024)
         self.incidents: IncidentTracker
         self._reload()
         self._checkpointed: str | None = None  # the last day this writer found (or made) a checkpoint for
@@ -261,6 +265,7 @@ class FleetWriter:
             self.incidents.flushed(poll.polled_at)
         state.delete_entries(self.lake, self._retiring)
         self._retiring = replaced
+        self._own_polls.append(poll.poll_id)
         self._checkpoint(poll)
         if status_rows:
             rows = []
@@ -517,7 +522,7 @@ class FleetWriter:
             or self._polls_since_compact >= COMPACT_EVERY_POLLS
         ):
             for table in DAY_TABLES:
-                self.lake.compact(table, now=now)
+                self.lake.compact(table, now=now, own=set(self._own_polls))
             self._last_compact = now
             self._polls_since_compact = 0
         if retention_days and (

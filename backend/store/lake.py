@@ -7,7 +7,7 @@ import os
 import re
 import secrets
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -22,6 +22,7 @@ from backend.store.location import LakeLocation, LakeLocationError, parse_lake
 from backend.store.schemas import DAY_TABLES, OWN_RETENTION_TABLES, SCHEMA_VERSION, TABLES, schema_for
 from backend.store.stats import count_read
 
+IN_FLIGHT = timedelta(seconds=60)  # another writer's file this young may be staged, not committed (Lake.compact)
 _POLL_ID_RE = re.compile(r"^[0-9]{8}T[0-9]{12}Z-[0-9a-f]{6,32}$")
 _DAY_DIR_RE = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
@@ -194,7 +195,7 @@ class Lake:
                     files = [f for f in relisted if any(f.first <= hi and f.poll_id >= lo for lo, hi in spans)]
         raise AssertionError("unreachable")
 
-    def compact(self, table: str, *, now: datetime | None = None) -> list[str]:
+    def compact(self, table: str, *, now: datetime | None = None, own: Collection[str] | None = None) -> list[str]:
         """Merge a day table's small files: closed days into one file, each hour of today into one.
 
         The merged file is written first (its name says which polls it covers, so listings drop the
@@ -204,6 +205,10 @@ class Lake:
         The merged file's name follows from the polls it covers and is created only if absent (S3
         If-None-Match, O_EXCL locally), so two compactions of the same files make one file; inputs a
         crashed compaction left beside its merged file are deleted by the next one.
+
+        ``own``: the poll ids the calling writer committed. Given, today's files of other polls younger than
+        IN_FLIGHT are left alone: another writer may have staged one before a commit it can still lose (and then
+        delete the file), so merged now its rows would outlive their poll.
         """
         if table not in DAY_TABLES + OWN_RETENTION_TABLES:
             raise LakeError(f"{table} is not a compactable day table")
@@ -220,6 +225,9 @@ class Lake:
             files.sort(key=lambda f: (f.poll_id, f.path))
             if day == today:
                 files = files[:-1]  # keep the newest file as it is: latest readers open only it
+                if own is not None:
+                    files = [f for f in files if f.first_poll_id or f.poll_id in own
+                             or poll_id_time(f.poll_id) <= now - IN_FLIGHT]
                 groups: dict[str, list[LakeFile]] = {}
                 for f in files:
                     if f.first[:11] == f.poll_id[:11]:

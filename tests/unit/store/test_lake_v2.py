@@ -244,3 +244,24 @@ def test_a_copied_lake_reads_its_own_state_files_and_old_absolute_entries_still_
                             for n, c in manifest["clusters"].items()}
     (tmp_path / "copy" / "_state" / "fleet" / "state.json").write_text(json.dumps(manifest))
     assert readers.latest_topics(tmp_path / "copy", "a")["topic_id"].tolist() == expected
+
+
+def test_a_writers_compaction_leaves_another_writers_recent_files_alone(tmp_path: Path) -> None:
+    """A file another writer staged for a commit it may still lose (and then delete) is not merged while it is
+    recent: two `poll --once` at once once kept the loser's change row inside the winner's compacted file. The
+    writer's own files are merged as before, however fast its polls come."""
+    now = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)  # mid-day: all of it "today"
+    fleet, writer = Fleet(), FleetWriter(Lake(tmp_path))
+    mine = [now - timedelta(seconds=s) for s in (50, 40, 30, 20)]
+    for at in mine:
+        writer.write(fleet.poll(at))
+    other = FleetWriter(Lake(tmp_path))  # another writer's poll, 10 s ago, then this writer's newest
+    other.write(fleet.poll(now - timedelta(seconds=10)))
+    writer.write(fleet.poll(now))
+    writer.maintain(now, None)
+    singles = sorted(poll_id_time(f.poll_id) for f in Lake(tmp_path).files("cluster_snapshots") if not f.first_poll_id)
+    assert singles == [now - timedelta(seconds=10), now]  # the other writer's recent file, and the newest
+    assert len(readers.poll_history(tmp_path, "a")) == 6
+    Lake(tmp_path).compact("cluster_snapshots", now=now + timedelta(seconds=61), own=set())  # later: merged too
+    singles = [poll_id_time(f.poll_id) for f in Lake(tmp_path).files("cluster_snapshots") if not f.first_poll_id]
+    assert singles == [now]
