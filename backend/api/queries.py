@@ -81,6 +81,11 @@ def require_cluster(sl: ScopedLake, name: str) -> pd.Series:
     return rows.iloc[0]
 
 
+def among(frame: pd.DataFrame, column: str, values: Sequence[str]) -> pd.DataFrame:
+    """The rows whose `column` is one of `values` (all rows when none are given): every list filter of the API."""
+    return frame[frame[column].isin(list(values))] if values else frame
+
+
 # ------------------------------------------------------------------ clusters
 
 
@@ -111,10 +116,8 @@ def clusters_frame(sl: ScopedLake, *, tags: Sequence[str] = (), names: Sequence[
                    statuses: Sequence[str] = ()) -> pd.DataFrame:
     """The visible clusters' latest rows that pass the filters (every selector must hold; names/statuses: any)."""
     frame = sl.latest_clusters()
-    if names:
-        frame = frame[frame["cluster_name"].isin(list(names))]
-    if statuses:
-        frame = frame[frame["status"].isin(list(statuses))]
+    frame = among(frame, "cluster_name", names)
+    frame = among(frame, "status", statuses)
     selectors = parse_selectors(tags)
     if selectors and not frame.empty:
         keep = []
@@ -326,7 +329,7 @@ def client_software(sl: ScopedLake, clusters: Sequence[str] = ()) -> pd.DataFram
 
     rows, _ = sl.client_inventory()
     table = inventory_views.software_by_cluster(rows)
-    return table[table["cluster_name"].isin(list(clusters))] if clusters else table
+    return among(table, "cluster_name", clusters)
 
 
 def software_model(r: pd.Series) -> m.ClientSoftware:
@@ -340,8 +343,7 @@ def distributions(sl: ScopedLake, *, clusters: Sequence[str] = (), key: str = ""
                   client_type: str = "") -> pd.DataFrame:
     """Client-config value distributions of the visible clusters (results/distributions, sensitive keys dropped)."""
     frame = sl.result("distributions")
-    if clusters:
-        frame = frame[frame["cluster"].isin(list(clusters))]
+    frame = among(frame, "cluster", clusters)
     if key:
         frame = frame[frame["key"] == key]
     if client_type:
@@ -382,12 +384,9 @@ def incidents(sl: ScopedLake, *, state: str = "open", clusters: Sequence[str] = 
     board = incident_views.alert_board(sl.all_alerts())
     if state != "all":
         board = board[board["state"] == state]
-    if clusters:
-        board = board[board["cluster"].isin(list(clusters))]
-    if severities:
-        board = board[board["severity"].isin(list(severities))]
-    if rules:
-        board = board[board["rule"].isin(list(rules))]
+    board = among(board, "cluster", clusters)
+    board = among(board, "severity", severities)
+    board = among(board, "rule", rules)
     if since is not None:
         stamp = pd.Timestamp(since)
         stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
@@ -415,8 +414,7 @@ def readiness_for(sl: ScopedLake, target: str | None, clusters: Sequence[str] = 
         require_cluster(sl, name)
     report = sl.readiness(chosen)
     verdicts = report.verdicts
-    if clusters:
-        verdicts = verdicts[verdicts["cluster_name"].isin(list(clusters))]
+    verdicts = among(verdicts, "cluster_name", clusters)
     out = []
     for _, v in verdicts.sort_values("cluster_name").iterrows():
         name = str(v["cluster_name"])

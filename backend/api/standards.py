@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from backend.api import models as m
-from backend.api.queries import NotFound, _int, _str, clusters_frame, value
+from backend.api.queries import NotFound, _int, _str, among, clusters_frame, value
 from backend.views import standards_views as sv
 from backend.views.scoped import ScopedLake
 
@@ -77,10 +77,8 @@ def cluster_compliance(row: pd.Series) -> m.ClusterCompliance:
 def by_policy(found: sv.Standards, *, policies: Sequence[str] = (), severities: Sequence[str] = ()) -> pd.DataFrame:
     """Per policy that applies to a visible cluster, worst first (the page's table), with the filters."""
     frame = sv.by_policy(found)
-    if policies:
-        frame = frame[frame["policy_id"].isin(list(policies))]
-    if severities:
-        frame = frame[frame["severity"].isin(list(severities))]
+    frame = among(frame, "policy_id", policies)
+    frame = among(frame, "severity", severities)
     return frame
 
 
@@ -97,12 +95,9 @@ def results(found: sv.Standards, *, policies: Sequence[str] = (), statuses: Sequ
             severities: Sequence[str] = ()) -> pd.DataFrame:
     """The (policy, cluster) results that pass the filters."""
     frame = found.results
-    if policies:
-        frame = frame[frame["policy_id"].isin(list(policies))]
-    if statuses:
-        frame = frame[frame["status"].isin(list(statuses))]
-    if severities:
-        frame = frame[frame["severity"].isin(list(severities))]
+    frame = among(frame, "policy_id", policies)
+    frame = among(frame, "status", statuses)
+    frame = among(frame, "severity", severities)
     return frame
 
 
@@ -140,8 +135,7 @@ def findings(sl: ScopedLake, policy: str, *, clusters: Sequence[str] = (), tags:
                                                                         strict=True)], _sub=range(1, len(rows) + 1))
     both = pd.concat([frame, rows], ignore_index=True) if not rows.empty else frame
     both = both.sort_values(["_at", "_sub"], kind="stable").drop(columns=["_at", "_sub"]).reset_index(drop=True)
-    if kinds:
-        both = both[both["kind"].isin(list(kinds))]
+    both = among(both, "kind", kinds)
     return both
 
 
@@ -164,10 +158,8 @@ def trend(sl: ScopedLake, *, days: int = sv.TREND_DAYS, scopes: Sequence[str] = 
           names: Sequence[str] = ()) -> pd.DataFrame:
     """% passing per day over the last `days` days, fleet-wide (visible clusters), per cluster and per policy."""
     frame = sl.standards_trend(days)
-    if scopes:
-        frame = frame[frame["scope"].isin(list(scopes))]
-    if names:
-        frame = frame[frame["name"].isin(list(names))]
+    frame = among(frame, "scope", scopes)
+    frame = among(frame, "name", names)
     return frame
 
 
